@@ -1,0 +1,1 @@
+"""engram's services (ingestor, retriever, consolidator) and the CLI that composes them."""

@@ -1,0 +1,1 @@
+"""Code every engram service uses: contract, settings, store, embedding, compression, retrieval."""

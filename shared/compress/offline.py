@@ -1,0 +1,84 @@
+"""The offline compressor: deterministic, no network; a window becomes one self-contained, dated entry."""
+from datetime import datetime
+
+from shared import language
+from shared.compress import dates, extract
+from shared.compress.model import Draft, Window
+from shared.contract import Turn
+
+IMAGE_CAPTION_KEY = "image_caption"  # metadata key a product may set when a turn shares an image
+SHORT_REPLY_WORDS = 12
+_ISO = {name: code for code, name in language.BM25_LANGUAGES.items()}
+
+
+def _day(ts: datetime, lang: str) -> str:
+    if lang == "zh":
+        return f"{ts.year}年{ts.month}月{ts.day}日"
+    return f"{ts.strftime('%a')} {ts.day} {ts.strftime('%B %Y')}"
+
+
+def _line(turn: Turn, lang: str) -> tuple[str, list[dates.ResolvedPhrase]]:
+    text, found = dates.annotate(turn.text.strip(), lang, turn.ts)
+    caption = turn.metadata.get(IMAGE_CAPTION_KEY)
+    if isinstance(caption, str) and caption.strip():
+        text += f" [shares a photo: {caption.strip()}]"
+    return f"{turn.speaker}: {text}", found
+
+
+def _clip(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars].rsplit(" ", 1)[0] if " " in text[:max_chars] else text[:max_chars]
+    return cut + "…"
+
+
+class OfflineCompressor:
+    """Restates a window as dated lines: who said what, relative times made absolute, short replies in context.
+
+    Args:
+        context_chars: how much of the turn before the window is quoted when the window opens with a short
+            reply, so "Yes, twice!" keeps its question; 0 quotes nothing.
+    """
+
+    def __init__(self, context_chars: int = 160, fallback_language: str = "english") -> None:
+        self._context_chars = context_chars
+        self._fallback = fallback_language
+
+    @staticmethod
+    def _is_short_reply(turn: Turn) -> bool:
+        # A long opening turn stands on its own; quoting its predecessor would only cost tokens.
+        words = len(turn.text.split())
+        cjk = sum(1 for c in turn.text if "\u4e00" <= c <= "\u9fff")
+        return words < SHORT_REPLY_WORDS and cjk < 2 * SHORT_REPLY_WORDS
+
+    def compress_sync(self, window: Window) -> list[Draft]:
+        """The window as one entry (plain function; `compress` is its async face)."""
+        turns = sorted(window.turns, key=lambda t: t.ts)
+        lang = _ISO.get(language.detect(" ".join(t.text for t in turns), self._fallback), "en")
+        lines: list[str] = []
+        day = None
+        for turn in turns:
+            if turn.ts.date() != day:
+                day = turn.ts.date()
+                lines.append(f"[{_day(turn.ts, lang)}]")
+                if window.context and len(lines) == 1 and self._context_chars and self._is_short_reply(turn):
+                    before = window.context[-1]
+                    quoted = _clip(before.text.strip().replace("\n", " "), self._context_chars)
+                    lines.append(f"(before: {before.speaker}: {quoted})")
+            line, _ = _line(turn, lang)
+            lines.append(line)
+        texts = [t.text for t in turns]
+        people = extract.persons((t.speaker for t in turns), texts)
+        things = extract.entities(texts, exclude=people)
+        return [Draft(
+            text="\n".join(lines),
+            persons=people,
+            entities=things,
+            keywords=extract.keywords(texts, exclude=people),
+            occurred_at=turns[0].ts,
+            source_turn_ids=[t.turn_id for t in turns],
+        )]
+
+    async def compress(self, window: Window) -> list[Draft]:
+        """The window as one entry."""
+        return self.compress_sync(window)

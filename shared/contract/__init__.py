@@ -1,0 +1,38 @@
+"""The v1 wire contract: frozen pydantic models for every message engram sends or accepts."""
+from shared.contract.admin import (
+    ConsolidateRequest,
+    ConsolidationJob,
+    ConsolidationSummary,
+    DeletedCounts,
+    EntriesRequest,
+    EntriesResponse,
+    EntryKind,
+    EntryView,
+    Forget,
+    ForgetResult,
+)
+from shared.contract.base import (
+    MAX_K,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TOKEN_BUDGET,
+    SCHEMA_VERSION,
+    ContractModel,
+    ErrorBody,
+    Reply,
+    TenantScoped,
+    check_tenant,
+    validate_tenant,
+)
+from shared.contract.events import EntriesForgotten, EntriesMerged, EntryCreated, EntrySuperseded, Event, EventKind
+from shared.contract.recall import Explanation, RecalledEntry, RecallFilters, RecallRequest, RecallResponse, Timings
+from shared.contract.turns import Flush, Role, Turn
+
+__all__ = [
+    "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
+    "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeletedCounts",
+    "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated", "EntryKind",
+    "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush", "Forget",
+    "ForgetResult", "RecallFilters", "RecallRequest", "RecallResponse", "RecalledEntry", "Reply", "Role",
+    "TenantScoped", "Timings", "Turn", "check_tenant", "validate_tenant",
+]

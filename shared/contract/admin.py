@@ -1,0 +1,114 @@
+"""Operator messages: forget, entries (list / get / history) and consolidate, with their replies."""
+from typing import Literal, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from shared.contract.base import MAX_IDS, Id, Reply, TenantScoped
+
+EntryKind = Literal["episodic", "fact", "profile"]
+
+
+class Forget(TenantScoped):
+    """Delete everything stored for exactly one of: a user, a conversation, or a list of entries."""
+
+    user_id: Id | None = None
+    conversation_id: Id | None = None
+    entry_ids: list[Id] | None = Field(default=None, min_length=1, max_length=MAX_IDS)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        named = [name for name in ("user_id", "conversation_id", "entry_ids") if getattr(self, name) is not None]
+        if len(named) != 1:
+            raise ValueError(f"name exactly one of user_id, conversation_id, entry_ids (got {named or 'none'})")
+        return self
+
+
+class DeletedCounts(BaseModel):
+    """How much a Forget removed from each place the data lived."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    entries: int = 0
+    working_memory: int = 0
+    turns: int = 0
+
+
+class ForgetResult(Reply):
+    """The reply to Forget."""
+
+    deleted: DeletedCounts = Field(default_factory=DeletedCounts)
+
+
+class EntriesRequest(TenantScoped):
+    """Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id)."""
+
+    op: Literal["list", "get", "history"] = "list"
+    user_id: Id | None = None
+    conversation_id: Id | None = None
+    kind: EntryKind | None = None
+    ids: list[Id] = Field(default_factory=list, max_length=MAX_IDS)
+    limit: int = Field(default=50, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=128)
+
+    @model_validator(mode="after")
+    def _ids_for_get(self) -> Self:
+        if self.op in ("get", "history") and not self.ids:
+            raise ValueError(f"op {self.op!r} needs ids")
+        if self.op == "history" and len(self.ids) != 1:
+            raise ValueError("op 'history' takes exactly one id")
+        return self
+
+
+class EntryView(BaseModel):
+    """A stored entry as operators see it: the whole payload, no vectors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    conversation_id: str
+    kind: EntryKind
+    text: str
+    keywords: list[str] = Field(default_factory=list)
+    persons: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    location: str | None = None
+    topic: str | None = None
+    occurred_at: AwareDatetime
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    source_turn_ids: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    access_count: int = 0
+    last_accessed_at: AwareDatetime | None = None
+    superseded_by: str | None = None
+    merged_from: list[str] = Field(default_factory=list)
+
+
+class EntriesResponse(Reply):
+    """The reply to EntriesRequest."""
+
+    entries: list[EntryView] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+ConsolidationJob = Literal["merge", "supersede", "score", "forget", "profile"]
+
+
+class ConsolidateRequest(TenantScoped):
+    """Run the consolidation jobs for this tenant now (all when `jobs` is empty)."""
+
+    jobs: list[ConsolidationJob] = Field(default_factory=list, max_length=5)
+    user_id: Id | None = None
+
+
+class ConsolidationSummary(Reply):
+    """What one consolidation run did."""
+
+    merged: int = 0
+    superseded: int = 0
+    forgotten: int = 0
+    profiles_updated: int = 0
+    started_at: AwareDatetime | None = None
+    duration_ms: float = 0.0

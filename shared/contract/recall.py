@@ -1,0 +1,94 @@
+"""Recall: the request other services send to `<prefix>.<tenant>.recall` and its response."""
+from typing import Literal, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from shared.contract.base import MAX_K, MAX_LIST_ITEMS, MAX_TOKEN_BUDGET, Id, Name, Query, Reply, TenantScoped
+from shared.contract.turns import Turn
+
+
+class RecallFilters(BaseModel):
+    """Hard filters on the entries a recall may return."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    persons: list[Name] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    topics: list[Name] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    location: Name | None = None
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.since and self.until and self.since > self.until:
+            raise ValueError(f"filters.since {self.since.isoformat()} is after filters.until {self.until.isoformat()}")
+        return self
+
+
+class RecallRequest(TenantScoped):
+    """Ask for the memories that matter to `query`, scoped to a user and/or conversation when given."""
+
+    query: Query
+    user_id: Id | None = None
+    conversation_id: Id | None = None
+    k: int = Field(default=10, ge=1, le=MAX_K)
+    filters: RecallFilters | None = None
+    mode: Literal["fast", "deep"] = "fast"
+    token_budget: int | None = Field(default=None, ge=1, le=MAX_TOKEN_BUDGET)
+    include_working_memory: bool = False
+    explain: bool = False
+
+
+class Explanation(BaseModel):
+    """Why an entry matched: its rank and score in each search, the query terms that hit, what applied."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dense_rank: int | None = None
+    dense_score: float | None = None
+    sparse_rank: int | None = None
+    sparse_score: float | None = None
+    fused_score: float = 0.0
+    matched_terms: list[str] = Field(default_factory=list)
+    filters: list[str] = Field(default_factory=list)
+    boosts: list[str] = Field(default_factory=list)
+
+
+class RecalledEntry(BaseModel):
+    """One memory entry as a recall returns it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    text: str
+    score: float
+    occurred_at: AwareDatetime
+    persons: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    location: str | None = None
+    topic: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    source_turn_ids: list[str] = Field(default_factory=list)
+    conversation_id: str
+    explanation: Explanation | None = None
+
+
+class Timings(BaseModel):
+    """Where the time of one recall went, in milliseconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    embed: float = 0.0
+    search: float = 0.0
+    plan: float = 0.0
+    total: float = 0.0
+
+
+class RecallResponse(Reply):
+    """The answer to a RecallRequest: entries, working memory, and a context rendered within the budget."""
+
+    entries: list[RecalledEntry] = Field(default_factory=list)
+    working_memory: list[Turn] = Field(default_factory=list)
+    context: str = ""
+    context_tokens: int = 0
+    timings_ms: Timings = Field(default_factory=Timings)

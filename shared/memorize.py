@@ -1,0 +1,48 @@
+"""Writing memory: a closed window is compressed, embedded in one batch and upserted under deterministic ids."""
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from shared.compress import Compressor, Window
+from shared.embedding import Bm25Encoder, Embedder
+from shared.store import MemoryEntry, StoredEntry, Store, Vectors, entry_id
+
+
+@dataclass(frozen=True)
+class Writer:
+    """What writing needs: a compressor, both encoders and the store."""
+
+    compressor: Compressor
+    embedder: Embedder
+    sparse: Bm25Encoder
+    store: Store
+
+
+async def build_entries(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[StoredEntry]:
+    """Compress windows and embed every resulting entry in one batch (no store write)."""
+    now = now or datetime.now(UTC)
+    pending: list[MemoryEntry] = []
+    for window in windows:
+        first = window.turns[0]
+        for draft in await writer.compressor.compress(window):
+            pending.append(MemoryEntry(
+                id=entry_id(window.tenant_id, window.conversation_id, draft.source_turn_ids, draft.kind),
+                tenant_id=window.tenant_id, user_id=first.user_id, agent_id=first.agent_id,
+                conversation_id=window.conversation_id, kind=draft.kind, text=draft.text, keywords=draft.keywords,
+                persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
+                occurred_at=draft.occurred_at, created_at=now, updated_at=now,
+                source_turn_ids=draft.source_turn_ids, importance=draft.importance))
+    if not pending:
+        return []
+    texts = [e.text for e in pending]
+    dense, sparse = await asyncio.gather(writer.embedder.passages(texts),
+                                         asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
+    return [StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s)) for e, d, s in zip(pending, dense, sparse,
+                                                                                          strict=True)]
+
+
+async def memorize(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[MemoryEntry]:
+    """Compress, embed and upsert windows; idempotent, since ids derive from tenant, conversation and turns."""
+    items = await build_entries(writer, windows, now)
+    await writer.store.upsert(items)
+    return [i.entry for i in items]

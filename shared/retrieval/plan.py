@@ -1,0 +1,78 @@
+"""Reading a query before searching: its language, the time it names, and the words that should hit."""
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dateparser.date import DateDataParser
+
+from shared import language
+from shared.compress import dates
+from shared.compress.extract import STOPWORDS
+
+_ISO = {name: code for code, name in language.BM25_LANGUAGES.items()}
+_MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
+_ABSOLUTE = re.compile(r"\b(?:" + _MONTHS + r"(?:\s+\d{1,2})?,?\s+(?:19|20)\d{2}|\d{1,2}\s+" + _MONTHS
+                       + r",?\s+(?:19|20)\d{2}|(?:19|20)\d{2})\b")
+_ZH_ABSOLUTE = re.compile(r"(?:19|20)\d{2}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?")
+_TERM = re.compile(r"[\w'’-]+")
+_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A span of time a query names, e.g. "in May 2023" or "last week"."""
+
+    phrase: str
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What the retrieval path learned from the query text."""
+
+    lang: str
+    times: list[TimeRange] = field(default_factory=list)
+    terms: list[str] = field(default_factory=list)
+
+
+def _span(when: datetime, period: str) -> tuple[datetime, datetime]:
+    if period == "year":
+        start = when.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+        return start, start.replace(year=start.year + 1)
+    if period == "month":
+        start = when.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        return start, (start + timedelta(days=32)).replace(day=1)
+    start = when.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period in ("week", "weekend"):
+        start -= timedelta(days=start.weekday() if period == "week" else 0)
+        return start, start + timedelta(days=7 if period == "week" else 2)
+    return start, start + timedelta(days=1)
+
+
+def _absolute_times(query: str, lang: str, now: datetime) -> list[TimeRange]:
+    pattern = _ZH_ABSOLUTE if lang == "zh" else _ABSOLUTE
+    out = []
+    for match in pattern.finditer(query):
+        parser = DateDataParser(languages=[lang] if lang in ("en", "zh") else None,
+                                settings={"RETURN_TIME_AS_PERIOD": True, "RELATIVE_BASE": now.replace(tzinfo=None),
+                                          "PREFER_DAY_OF_MONTH": "first"})
+        data = parser.get_date_data(match.group(0))
+        if data.date_obj is not None:
+            start, end = _span(data.date_obj.replace(tzinfo=now.tzinfo), data.period or "day")
+            out.append(TimeRange(match.group(0), start, end))
+    return out
+
+
+def query_terms(query: str) -> list[str]:
+    """Content words of the query (lowercase) and its CJK runs: what 'matched terms' are looked for."""
+    words = [w.lower() for w in _TERM.findall(query) if len(w) >= 3 and w.lower() not in STOPWORDS]
+    return list(dict.fromkeys(words + _CJK_RUN.findall(query)))
+
+
+def plan(query: str, now: datetime, fallback_language: str = "english") -> QueryPlan:
+    """Language, named times (relative ones resolved against `now`) and content terms of a query."""
+    lang = _ISO.get(language.detect(query, fallback_language), "en")
+    times = [TimeRange(p.phrase, *_span(p.when, p.period)) for p in dates.resolve(query, lang, now)]
+    times += _absolute_times(query, lang, now)
+    return QueryPlan(lang=lang, times=times, terms=query_terms(query))

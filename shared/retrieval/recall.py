@@ -1,0 +1,130 @@
+"""The recall path as a plain function: embed, scope, hybrid search, boosts, diversity, render."""
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from shared.contract import Explanation, RecalledEntry, RecallRequest, RecallResponse, Timings, Turn
+from shared.embedding import Bm25Encoder, Embedder
+from shared.errors import InvalidRequest
+from shared.retrieval import render as rendering
+from shared.retrieval.mmr import mmr
+from shared.retrieval.plan import QueryPlan, plan
+from shared.settings import Settings
+from shared.store import EntryFilter, Scope, ScoredEntry, Store, Vectors
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What recall needs: the store, both encoders and the tuning settings."""
+
+    store: Store
+    embedder: Embedder
+    sparse: Bm25Encoder
+    settings: Settings
+
+
+def _scope(tenant: str, request: RecallRequest) -> Scope:
+    return Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
+
+
+def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
+    f = request.filters
+    applied = []
+    if f is None:
+        return EntryFilter(include_superseded=False), applied
+    if f.persons:
+        applied.append(f"persons any of {f.persons}")
+    if f.topics:
+        applied.append(f"topic any of {f.topics}")
+    if f.location:
+        applied.append(f"location = {f.location}")
+    if f.since or f.until:
+        applied.append(f"occurred_at in [{f.since.isoformat() if f.since else '…'}, "
+                       f"{f.until.isoformat() if f.until else '…'}]")
+    return EntryFilter(persons=f.persons, topics=f.topics, location=f.location, since=f.since, until=f.until,
+                       include_superseded=False), applied
+
+
+def _boost(hits: list[ScoredEntry], query: str, query_plan: QueryPlan,
+           settings: Settings) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """Raise hits that name a person the query names, or happened in a time the query names."""
+    lowered = f" {query.lower()} "
+    reasons: dict[str, list[str]] = {}
+    boosted = []
+    for hit in hits:
+        why = []
+        factor = 1.0
+        named = [p for p in hit.entry.persons if len(p) >= 2 and (
+            f" {p.lower()} " in lowered or f" {p.lower()}'" in lowered or f" {p.lower()}?" in lowered
+            or (not p.isascii() and p in query))]
+        if named and settings.person_boost:
+            factor += settings.person_boost
+            why.append(f"person named in query: {', '.join(named)} (+{settings.person_boost:g})")
+        occurred = hit.entry.occurred_at
+        times = [t.phrase for t in query_plan.times if t.start <= occurred < t.end]
+        if times and settings.time_boost:
+            factor += settings.time_boost
+            why.append(f"occurred within {', '.join(times)} (+{settings.time_boost:g})")
+        reasons[hit.entry.id] = why
+        boosted.append(hit.model_copy(update={"score": hit.score * factor}) if factor != 1.0 else hit)
+    boosted.sort(key=lambda h: h.score, reverse=True)
+    return boosted, reasons
+
+
+def _matched_terms(text: str, terms: list[str]) -> list[str]:
+    lowered = text.lower()
+    return [t for t in terms if t in lowered]
+
+
+async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
+                 now: datetime | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]], list[str], Timings]:
+    """Ranked hits for a request (before rendering), with per-hit boosts, applied filters and timings."""
+    settings = retrieval.settings
+    started = time.perf_counter()
+    if request.mode == "deep":
+        raise InvalidRequest("mode 'deep' plans sub-queries with an LLM and none is configured; use mode 'fast'")
+    query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
+    planned = time.perf_counter()
+    dense, sparse = await asyncio.gather(retrieval.embedder.queries([request.query]),
+                                         asyncio.to_thread(retrieval.sparse.query, request.query))
+    embedded = time.perf_counter()
+    entry_filter, applied = _entry_filter(request)
+    use_mmr = settings.mmr_lambda is not None
+    candidates = max(request.k * 3, 30)  # room for boosts and diversity to change the order
+    hits = await retrieval.store.hybrid_query(
+        _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse), limit=candidates,
+        entry_filter=entry_filter, prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
+        explain=request.explain, with_vectors=use_mmr)
+    searched = time.perf_counter()
+    hits, boosts = _boost(hits, request.query, query_plan, settings)
+    if use_mmr and settings.mmr_lambda is not None:
+        hits = mmr(hits, request.k, settings.mmr_lambda)
+    hits = hits[:request.k]
+    done = time.perf_counter()
+    timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
+                      plan=((planned - started) + (done - searched)) * 1e3, total=(done - started) * 1e3)
+    return hits, boosts, applied, timings
+
+
+async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, working_memory: list[Turn] | None = None,
+                 now: datetime | None = None) -> RecallResponse:
+    """Answer a RecallRequest for `tenant`: the hits, the recent turns, and a context within the token budget."""
+    started = time.perf_counter()
+    hits, boosts, applied, timings = await search(retrieval, tenant, request, now)
+    recent = list(working_memory or []) if request.include_working_memory else []
+    context, context_tokens, kept = rendering.render(hits, recent, request.token_budget, retrieval.settings.tokenizer)
+    terms = plan(request.query, now or datetime.now(UTC), retrieval.settings.bm25_language).terms if request.explain else []
+    entries = [RecalledEntry(
+        id=h.entry.id, text=h.entry.text, score=h.score, occurred_at=h.entry.occurred_at, persons=h.entry.persons,
+        entities=h.entry.entities, location=h.entry.location, topic=h.entry.topic, keywords=h.entry.keywords,
+        source_turn_ids=h.entry.source_turn_ids, conversation_id=h.entry.conversation_id,
+        explanation=Explanation(
+            dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
+            sparse_score=h.sparse_score, fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
+            filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
+        ) if request.explain else None,
+    ) for h in kept]
+    total = (time.perf_counter() - started) * 1e3
+    return RecallResponse(entries=entries, working_memory=recent, context=context, context_tokens=context_tokens,
+                          timings_ms=timings.model_copy(update={"total": total}))

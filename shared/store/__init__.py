@@ -1,0 +1,31 @@
+"""Long-term memory: one async Store interface over Qdrant Edge (embedded) and qdrant-client (server)."""
+from pathlib import Path
+
+from qdrant_client import AsyncQdrantClient
+
+from shared.settings import Settings
+from shared.store.edge import EdgeStore
+from shared.store.model import (
+    EntryFilter,
+    MemoryEntry,
+    Page,
+    Scope,
+    ScoredEntry,
+    SparseVector,
+    StoredEntry,
+    Vectors,
+    entry_id,
+)
+from shared.store.protocol import Store
+from shared.store.remote import ClientStore
+
+__all__ = ["ClientStore", "EdgeStore", "EntryFilter", "MemoryEntry", "Page", "Scope", "ScoredEntry", "SparseVector",
+           "Store", "StoredEntry", "Vectors", "entry_id", "open_store"]
+
+
+async def open_store(settings: Settings, dense_dim: int) -> Store:
+    """The store the settings name: a Qdrant server at qdrant_url, else Qdrant Edge in data_dir/qdrant."""
+    if settings.qdrant_url:
+        client = AsyncQdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key)
+        return await ClientStore.open(client, settings.collection, dense_dim)
+    return EdgeStore.open(Path(settings.qdrant_path), dense_dim)

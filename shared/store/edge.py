@@ -1,0 +1,180 @@
+"""Qdrant Edge backend: the Qdrant engine in-process, persistent in one folder (one process per folder)."""
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from shared.store import scope as scoping
+from shared.store.model import (
+    DENSE,
+    SPARSE,
+    Condition,
+    EntryFilter,
+    MemoryEntry,
+    Page,
+    Scope,
+    ScoredEntry,
+    StoredEntry,
+    Vectors,
+)
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _condition(cond: Condition) -> Any:
+    if cond.op == "eq":
+        return qe.FieldCondition(key=cond.key, match=qe.MatchValue(cond.value))
+    if cond.op == "any":
+        return qe.FieldCondition(key=cond.key, match=qe.MatchAny(list(cond.value)))
+    if cond.op == "range":
+        return qe.FieldCondition(key=cond.key, range=qe.RangeDateTime(gte=_iso(cond.gte), lte=_iso(cond.lte)))
+    if cond.op == "ids":
+        return qe.HasIdCondition({uuid.UUID(i) for i in cond.value})
+    if cond.op == "is_null":
+        return qe.IsEmptyCondition(cond.key)
+    raise ValueError(f"unknown condition op {cond.op!r}")
+
+
+def _filter(scope: Scope, entry_filter: EntryFilter | None = None) -> qe.Filter:
+    return qe.Filter(must=[_condition(c) for c in scoping.conditions(scope, entry_filter)])
+
+
+def _tenant_idf(scope: Scope) -> qe.SearchParams:
+    # BM25 IDF over the tenant's own entries: ranking never depends on (or leaks) another tenant's words.
+    return qe.SearchParams(idf=qe.IdfParams(corpus=_filter(Scope(tenant_id=scope.tenant_id))))
+
+
+def _point(item: StoredEntry) -> qe.Point:
+    vectors = {DENSE: list(item.vectors.dense),
+               SPARSE: qe.SparseVector(list(item.vectors.sparse.indices), list(item.vectors.sparse.values))}
+    return qe.Point(uuid.UUID(item.entry.id), vectors, item.entry.payload())
+
+
+def _ids(points: list[Any]) -> list[str]:
+    return [str(p.id) for p in points]
+
+
+class EdgeStore:
+    """Store on Qdrant Edge. Calls run in worker threads so the event loop never blocks on the engine."""
+
+    def __init__(self, shard: qe.EdgeShard) -> None:
+        self._shard = shard
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    def open(cls, path: Path, dense_dim: int) -> "EdgeStore":
+        """Open the shard in `path`, creating it (vectors, payload indexes) on first use."""
+        config = qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        if (path / "edge_config.json").exists() or any(path.glob("segments*")):
+            shard = qe.EdgeShard.load(str(path), config)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            shard = qe.EdgeShard.create(str(path), config)
+        existing = shard.info().payload_schema
+        wanted: dict[str, Any] = {scoping.TENANT_FIELD: qe.KeywordIndexParams(is_tenant=True)}
+        wanted.update({name: qe.PayloadSchemaType.Keyword for name in scoping.KEYWORD_INDEXES})
+        wanted.update({name: qe.PayloadSchemaType.Datetime for name in scoping.DATETIME_INDEXES})
+        for name, schema in wanted.items():
+            if name not in existing:
+                shard.update(qe.UpdateOperation.create_field_index(name, schema))
+        return cls(shard)
+
+    async def _read(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    async def _write(self, operation: qe.UpdateOperation) -> None:
+        async with self._write_lock:
+            await asyncio.to_thread(self._shard.update, operation)
+
+    async def upsert(self, items: list[StoredEntry]) -> None:
+        """Insert or replace entries by id."""
+        if items:
+            await self._write(qe.UpdateOperation.upsert_points([_point(i) for i in items]))
+
+    async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
+                           prefetch_limit: int = 40, rrf_k: int = 3, explain: bool = False,
+                           with_vectors: bool = False) -> list[ScoredEntry]:
+        """Dense and sparse prefetch, fused by RRF in the engine, all under the scope's filter."""
+        flt = _filter(scope, entry_filter)
+        sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
+        dense_q = qe.Query.Nearest(list(vectors.dense), using=DENSE)
+        sparse_q = qe.Query.Nearest(sparse, using=SPARSE)
+        idf = _tenant_idf(scope)
+        fused = qe.QueryRequest(
+            limit=limit, query=qe.Fusion.Rrf(k=rrf_k), filter=flt, with_payload=True,
+            with_vector=[DENSE] if with_vectors else False,
+            prefetches=[qe.Prefetch(limit=prefetch_limit, query=dense_q, filter=flt),
+                        qe.Prefetch(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)])
+        requests = [fused]
+        if explain:
+            requests += [qe.QueryRequest(limit=prefetch_limit, query=dense_q, filter=flt),
+                         qe.QueryRequest(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)]
+        results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(requests))
+        ranks: list[dict[str, tuple[int, float]]] = [
+            {str(p.id): (rank, float(p.score)) for rank, p in enumerate(res, start=1)} for res in results[1:]]
+        out = []
+        for point in results[0]:
+            pid = str(point.id)
+            dense_hit = ranks[0].get(pid) if explain else None
+            sparse_hit = ranks[1].get(pid) if explain else None
+            vector = point.vector.get(DENSE) if with_vectors and isinstance(point.vector, dict) else None
+            out.append(ScoredEntry(
+                entry=MemoryEntry.from_point(pid, point.payload or {}), score=float(point.score),
+                dense_rank=dense_hit[0] if dense_hit else None, dense_score=dense_hit[1] if dense_hit else None,
+                sparse_rank=sparse_hit[0] if sparse_hit else None, sparse_score=sparse_hit[1] if sparse_hit else None,
+                vector=list(vector) if vector is not None else None))
+        return out
+
+    async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
+        """Entries by id, only those inside the scope, in the order asked."""
+        if not ids:
+            return []
+        page = await self.scroll(scope, entry_filter=EntryFilter(ids=ids), limit=len(ids))
+        by_id = {e.id: e for e in page.entries}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
+                     offset: str | None = None) -> Page:
+        """A page of entries in id order."""
+        request = qe.ScrollRequest(offset=uuid.UUID(offset) if offset else None, limit=limit,
+                                   filter=_filter(scope, entry_filter), with_payload=True, with_vector=False)
+        records, next_offset = await self._read(self._shard.scroll, request)
+        return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
+                    next_offset=str(next_offset) if next_offset is not None else None)
+
+    async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """How many entries match."""
+        return int(await self._read(self._shard.count, qe.CountRequest(exact=True, filter=_filter(scope, entry_filter))))
+
+    async def delete(self, scope: Scope, ids: list[str]) -> int:
+        """Delete entries by id inside the scope."""
+        if not ids:
+            return 0
+        return await self.delete_where(scope, EntryFilter(ids=ids))
+
+    async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """Delete every entry matching the scope and filter."""
+        flt = _filter(scope, entry_filter)
+        async with self._write_lock:
+            found = int(await asyncio.to_thread(self._shard.count, qe.CountRequest(exact=True, filter=flt)))
+            if found:
+                await asyncio.to_thread(self._shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+        return found
+
+    async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
+        """Update payload fields of entries inside the scope (ids outside it are left alone)."""
+        if ids:
+            await self._write(qe.UpdateOperation.set_payload_by_filter(_filter(scope, EntryFilter(ids=ids)), payload))
+
+    async def close(self) -> None:
+        """Flush to disk and close the shard."""
+        async with self._write_lock:
+            await asyncio.to_thread(self._shard.flush)
+            await asyncio.to_thread(self._shard.close)

@@ -1,0 +1,143 @@
+"""What the store holds and how it is asked: entries, vectors, scope, filters and scored hits."""
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from shared.contract import EntryKind
+
+DENSE = "dense"
+SPARSE = "sparse"
+_ID_NAMESPACE = uuid.UUID("6f1c1d52-8f7e-4b8a-9a53-3e2f3b6f0e11")
+
+
+def entry_id(tenant: str, conversation_id: str, source_turn_ids: Iterable[str], kind: str = "episodic") -> str:
+    """Deterministic entry id: UUIDv5 of tenant, conversation, kind and sorted source turns."""
+    key = "\x1f".join((tenant, conversation_id, kind, *sorted(source_turn_ids)))
+    return str(uuid.uuid5(_ID_NAMESPACE, key))
+
+
+class MemoryEntry(BaseModel):
+    """One memory entry: the payload of one Qdrant point."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    tenant_id: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    conversation_id: str
+    kind: EntryKind = "episodic"
+    text: str
+    keywords: list[str] = Field(default_factory=list)
+    persons: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    location: str | None = None
+    topic: str | None = None
+    occurred_at: AwareDatetime
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    source_turn_ids: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    access_count: int = 0
+    last_accessed_at: AwareDatetime | None = None
+    superseded_by: str | None = None
+    merged_from: list[str] = Field(default_factory=list)
+
+    def payload(self) -> dict[str, Any]:
+        """The Qdrant payload (everything but the id), datetimes as RFC 3339 strings."""
+        return self.model_dump(mode="json", exclude={"id"})
+
+    @classmethod
+    def from_point(cls, point_id: object, payload: dict[str, Any]) -> "MemoryEntry":
+        """Rebuild an entry from a stored point."""
+        return cls.model_validate({**payload, "id": str(point_id)})
+
+
+class SparseVector(BaseModel):
+    """A sparse (BM25) vector: term hashes and their weights."""
+
+    model_config = ConfigDict(frozen=True)
+
+    indices: list[int]
+    values: list[float]
+
+
+class Vectors(BaseModel):
+    """The two named vectors of a point."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dense: list[float]
+    sparse: SparseVector
+
+
+class StoredEntry(BaseModel):
+    """An entry with its vectors, ready to upsert."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: MemoryEntry
+    vectors: Vectors
+
+
+class Scope(BaseModel):
+    """Whose memories a read or delete may touch. The tenant is required: there is no unscoped query."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    user_id: str | None = None
+    conversation_id: str | None = None
+
+
+class EntryFilter(BaseModel):
+    """Optional narrowing inside a scope."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    persons: list[str] = Field(default_factory=list)   # any of
+    topics: list[str] = Field(default_factory=list)    # any of
+    location: str | None = None
+    kinds: list[EntryKind] = Field(default_factory=list)
+    since: datetime | None = None                      # occurred_at >= since
+    until: datetime | None = None                      # occurred_at <= until
+    ids: list[str] = Field(default_factory=list)
+    include_superseded: bool = True
+
+
+class Condition(BaseModel):
+    """One backend-neutral payload condition; the backends translate these mechanically."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    op: Literal["eq", "any", "range", "ids", "is_null"]
+    value: Any = None
+    gte: datetime | None = None
+    lte: datetime | None = None
+
+
+class ScoredEntry(BaseModel):
+    """A hit: the entry, its fused score and, when asked, its rank and score in each search."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: MemoryEntry
+    score: float
+    dense_rank: int | None = None
+    dense_score: float | None = None
+    sparse_rank: int | None = None
+    sparse_score: float | None = None
+    vector: list[float] | None = None
+
+
+class Page(BaseModel):
+    """One page of a scroll."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entries: list[MemoryEntry]
+    next_offset: str | None = None

@@ -1,0 +1,38 @@
+"""The Store protocol: one async interface over Qdrant Edge and qdrant-client."""
+from typing import Any, Protocol
+
+from shared.store.model import EntryFilter, MemoryEntry, Page, Scope, ScoredEntry, StoredEntry, Vectors
+
+
+class Store(Protocol):
+    """Long-term memory. Every read and delete takes a Scope; the tenant in it is always applied."""
+
+    async def upsert(self, items: list[StoredEntry]) -> None:
+        """Insert or replace entries by their deterministic ids."""
+
+    async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
+                           prefetch_limit: int = 40, rrf_k: int = 3, explain: bool = False,
+                           with_vectors: bool = False) -> list[ScoredEntry]:
+        """Dense and sparse prefetch fused (RRF) in the store; with explain, each hit's per-search ranks."""
+
+    async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
+        """Entries by id, only those inside the scope."""
+
+    async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
+                     offset: str | None = None) -> Page:
+        """A page of entries in id order; pass `next_offset` back for the next page."""
+
+    async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """How many entries match."""
+
+    async def delete(self, scope: Scope, ids: list[str]) -> int:
+        """Delete entries by id inside the scope; returns how many existed."""
+
+    async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """Delete every entry matching the scope and filter; returns how many."""
+
+    async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
+        """Update payload fields of entries inside the scope."""
+
+    async def close(self) -> None:
+        """Flush and release resources."""

@@ -1,0 +1,169 @@
+"""qdrant-client backend: a Qdrant server or cluster at ENGRAM_QDRANT_URL (or the client's local mode in tests)."""
+import asyncio
+from typing import Any
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
+
+from shared.errors import Unavailable
+from shared.store import scope as scoping
+from shared.store.model import (
+    DENSE,
+    SPARSE,
+    Condition,
+    EntryFilter,
+    MemoryEntry,
+    Page,
+    Scope,
+    ScoredEntry,
+    StoredEntry,
+    Vectors,
+)
+
+
+def _condition(cond: Condition) -> Any:
+    if cond.op == "eq":
+        return qm.FieldCondition(key=cond.key, match=qm.MatchValue(value=cond.value))
+    if cond.op == "any":
+        return qm.FieldCondition(key=cond.key, match=qm.MatchAny(any=list(cond.value)))
+    if cond.op == "range":
+        return qm.FieldCondition(key=cond.key, range=qm.DatetimeRange(gte=cond.gte, lte=cond.lte))
+    if cond.op == "ids":
+        return qm.HasIdCondition(has_id=list(cond.value))
+    if cond.op == "is_null":
+        return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=cond.key))
+    raise ValueError(f"unknown condition op {cond.op!r}")
+
+
+def _filter(scope: Scope, entry_filter: EntryFilter | None = None) -> qm.Filter:
+    return qm.Filter(must=[_condition(c) for c in scoping.conditions(scope, entry_filter)])
+
+
+def _tenant_idf(scope: Scope) -> qm.SearchParams:
+    # BM25 IDF over the tenant's own entries: ranking never depends on (or leaks) another tenant's words.
+    return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(Scope(tenant_id=scope.tenant_id))))
+
+
+def _sparse(vectors: Vectors) -> qm.SparseVector:
+    return qm.SparseVector(indices=list(vectors.sparse.indices), values=list(vectors.sparse.values))
+
+
+class ClientStore:
+    """Store on qdrant-client's AsyncQdrantClient: same behaviour as EdgeStore, over HTTP/gRPC or local mode."""
+
+    def __init__(self, client: AsyncQdrantClient, collection: str) -> None:
+        self._client = client
+        self._collection = collection
+
+    @classmethod
+    async def open(cls, client: AsyncQdrantClient, collection: str, dense_dim: int) -> "ClientStore":
+        """Use `collection`, creating it (vectors, payload indexes) on first use."""
+        try:
+            exists = await client.collection_exists(collection)
+        except Exception as exc:  # connection refused, DNS, TLS: say which server
+            raise Unavailable(f"Qdrant at {getattr(client, 'init_options', {}).get('url')} is unreachable: {exc}") from exc
+        if not exists:
+            await client.create_collection(
+                collection,
+                vectors_config={DENSE: qm.VectorParams(size=dense_dim, distance=qm.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+            )
+        if not cls._is_local(client):  # local mode has no payload indexes (and warns if asked)
+            await client.create_payload_index(
+                collection, scoping.TENANT_FIELD,
+                qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
+            for name in scoping.KEYWORD_INDEXES:
+                await client.create_payload_index(collection, name, qm.PayloadSchemaType.KEYWORD)
+            for name in scoping.DATETIME_INDEXES:
+                await client.create_payload_index(collection, name, qm.PayloadSchemaType.DATETIME)
+        return cls(client, collection)
+
+    @staticmethod
+    def _is_local(client: AsyncQdrantClient) -> bool:
+        return type(getattr(client, "_client", None)).__name__ == "AsyncQdrantLocal"
+
+    async def upsert(self, items: list[StoredEntry]) -> None:
+        """Insert or replace entries by id (waits until applied)."""
+        if not items:
+            return
+        points = [qm.PointStruct(id=i.entry.id, payload=i.entry.payload(),
+                                 vector={DENSE: list(i.vectors.dense), SPARSE: _sparse(i.vectors)}) for i in items]
+        await self._client.upsert(self._collection, points=points, wait=True)
+
+    async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
+                           prefetch_limit: int = 40, rrf_k: int = 3, explain: bool = False,
+                           with_vectors: bool = False) -> list[ScoredEntry]:
+        """Dense and sparse prefetch, fused by RRF in the server, all under the scope's filter."""
+        flt = _filter(scope, entry_filter)
+        idf = _tenant_idf(scope)
+        fused = qm.QueryRequest(
+            query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k)), filter=flt, limit=limit, with_payload=True,
+            with_vector=[DENSE] if with_vectors else False,
+            prefetch=[qm.Prefetch(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
+                      qm.Prefetch(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt, params=idf)])
+        requests = [fused]
+        if explain:
+            requests += [qm.QueryRequest(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
+                         qm.QueryRequest(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt,
+                                         params=idf)]
+        results = await self._client.query_batch_points(self._collection, requests=requests)
+        ranks = [{str(p.id): (rank, float(p.score)) for rank, p in enumerate(r.points, start=1)} for r in results[1:]]
+        out = []
+        for point in results[0].points:
+            pid = str(point.id)
+            dense_hit = ranks[0].get(pid) if explain else None
+            sparse_hit = ranks[1].get(pid) if explain else None
+            vector = point.vector.get(DENSE) if with_vectors and isinstance(point.vector, dict) else None
+            out.append(ScoredEntry(
+                entry=MemoryEntry.from_point(pid, point.payload or {}), score=float(point.score),
+                dense_rank=dense_hit[0] if dense_hit else None, dense_score=dense_hit[1] if dense_hit else None,
+                sparse_rank=sparse_hit[0] if sparse_hit else None, sparse_score=sparse_hit[1] if sparse_hit else None,
+                vector=list(vector) if isinstance(vector, list) else None))
+        return out
+
+    async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
+        """Entries by id, only those inside the scope, in the order asked."""
+        if not ids:
+            return []
+        page = await self.scroll(scope, entry_filter=EntryFilter(ids=ids), limit=len(ids))
+        by_id = {e.id: e for e in page.entries}
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
+                     offset: str | None = None) -> Page:
+        """A page of entries in id order."""
+        records, next_offset = await self._client.scroll(
+            self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, offset=offset,
+            with_payload=True, with_vectors=False)
+        return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
+                    next_offset=str(next_offset) if next_offset is not None else None)
+
+    async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """How many entries match."""
+        result = await self._client.count(self._collection, count_filter=_filter(scope, entry_filter), exact=True)
+        return int(result.count)
+
+    async def delete(self, scope: Scope, ids: list[str]) -> int:
+        """Delete entries by id inside the scope."""
+        if not ids:
+            return 0
+        return await self.delete_where(scope, EntryFilter(ids=ids))
+
+    async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """Delete every entry matching the scope and filter."""
+        flt = _filter(scope, entry_filter)
+        found = await self.count(scope, entry_filter)
+        if found:
+            await self._client.delete(self._collection, points_selector=qm.FilterSelector(filter=flt), wait=True)
+        return found
+
+    async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
+        """Update payload fields of entries inside the scope."""
+        if ids:
+            await self._client.set_payload(self._collection, payload=payload,
+                                           points=qm.FilterSelector(filter=_filter(scope, EntryFilter(ids=ids))),
+                                           wait=True)
+
+    async def close(self) -> None:
+        """Close the client connection."""
+        await asyncio.shield(self._client.close())

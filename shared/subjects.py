@@ -1,0 +1,53 @@
+"""Every NATS subject engram uses; one function serves both the pattern and the address."""
+from shared.contract.events import EventKind
+
+WILDCARD = "{tenant}"
+
+
+def _subject(prefix: str, tenant: str | None, *rest: str) -> str:
+    return ".".join((prefix, tenant if tenant is not None else WILDCARD, *rest))
+
+
+def turns(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.turns`: chat turns (JetStream)."""
+    return _subject(prefix, tenant, "turns")
+
+
+def flush(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.flush`: close a conversation's window (JetStream, same stream as turns)."""
+    return _subject(prefix, tenant, "flush")
+
+
+def recall(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.recall`: request-reply recall."""
+    return _subject(prefix, tenant, "recall")
+
+
+def forget(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.forget`: request-reply deletion."""
+    return _subject(prefix, tenant, "forget")
+
+
+def entries(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.entries`: request-reply admin access to entries."""
+    return _subject(prefix, tenant, "entries")
+
+
+def consolidate(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.consolidate`: run the consolidation jobs now."""
+    return _subject(prefix, tenant, "consolidate")
+
+
+def events(prefix: str, tenant: str | None = None, kind: EventKind | None = None) -> str:
+    """`<prefix>.<tenant>.events.<kind>`; with kind None, the `>` wildcard of all kinds."""
+    return _subject(prefix, tenant, "events", kind or ">")
+
+
+def dlq(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.dlq.<tenant>`: dead-lettered messages with the reason in headers."""
+    return ".".join((prefix, "dlq", tenant if tenant is not None else WILDCARD))
+
+
+def nats_wildcard(pattern: str) -> str:
+    """A FastStream-style pattern (`mem.{tenant}.turns`) as a plain NATS wildcard (`mem.*.turns`)."""
+    return pattern.replace(WILDCARD, "*")

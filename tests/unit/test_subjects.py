@@ -1,0 +1,18 @@
+"""Subjects and streams are built in one place; one function gives both the pattern and the address."""
+from shared import streams, subjects
+
+
+def test_pattern_and_address_come_from_one_function() -> None:
+    assert subjects.turns("mem") == "mem.{tenant}.turns"
+    assert subjects.turns("mem", "acme") == "mem.acme.turns"
+    assert subjects.recall("mem", "acme") == "mem.acme.recall"
+    assert subjects.flush("x", "acme") == "x.acme.flush"
+    assert subjects.dlq("mem", "acme") == "mem.dlq.acme"
+    assert subjects.events("mem", "acme", "entry_created") == "mem.acme.events.entry_created"
+    assert subjects.events("mem", "acme") == "mem.acme.events.>"
+
+
+def test_streams_capture_turns_and_flushes_in_one_order() -> None:
+    assert streams.turns_stream("mem") == "MEM_TURNS"
+    assert streams.turns_subjects("mem") == ["mem.*.turns", "mem.*.flush"]
+    assert streams.dlq_subjects("mem") == ["mem.dlq.*"]
