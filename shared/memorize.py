@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from shared.compress import Compressor, Window
 from shared.embedding import Bm25Encoder, Embedder
-from shared.store import MemoryEntry, StoredEntry, Store, Vectors, entry_id
+from shared.store import MemoryEntry, Store, StoredEntry, Vectors, entry_id
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _openai_needs_endpoint(self) -> Self:
         if self.embedder == "openai" and not self.openai_base_url and not os.environ.get("OPENAI_API_KEY"):
-            raise ValueError("ENGRAM_EMBEDDER=openai needs ENGRAM_OPENAI_BASE_URL (or OPENAI_API_KEY for api.openai.com)")
+            raise ValueError("ENGRAM_EMBEDDER=openai needs ENGRAM_OPENAI_BASE_URL "
+                             "(or OPENAI_API_KEY for api.openai.com)")
         return self
 
     @property

@@ -10,7 +10,8 @@ _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
 # Words introducing a person's name ("my friend Jo", "with Sam").
 _PERSON_CUE = re.compile(
     r"\b(?:friend|friends|sister|brother|mom|mum|dad|mother|father|son|daughter|husband|wife|partner|"
-    r"cousin|aunt|uncle|grandma|grandpa|boss|colleague|coworker|neighbor|neighbour|named|called|with|met|"
+    r"cousin|aunt|uncle|grandma|grandpa|grandmother|grandfather|boss|colleague|coworker|neighbor|neighbour|"
+    r"teacher|coach|mentor|doctor|therapist|roommate|girlfriend|boyfriend|fiance|fiancee|kid|baby|named|called|with|met|"
     r"hey|hi|hello|thanks|dear)\s+([A-Z][a-z]+)\b")
 _ZH_PARTICLES = re.compile(r"[的了是在我你他她它们吗呢吧啊呀也都就还和与跟去到要会说很又把被]")
 STOPWORDS = frozenset("""
@@ -25,7 +26,7 @@ we we'd we'll we're we've were weren't what what's when when's where where's whi
 will with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves yeah yes oh wow hey hi
 hello thanks thank great good awesome cool sure okay ok lot lots much many one two also even still going gonna
 know think feel make made want wanted really something things thing way time sounds glad love loved amazing
-""".split())
+""".split())  # noqa: SIM905
 _NOT_ENTITIES = frozenset({"I", "I'm", "I've", "I'll", "I'd", "OK", "Ok", "Hey", "Hi", "Hello", "Thanks", "Wow", "Yes",
                            "Yeah", "Oh", "Sure", "Congrats", "Awesome", "Great", "Good", "Thank", "Bye", "Omg", "LOL",
                            "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",

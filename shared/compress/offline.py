@@ -7,7 +7,7 @@ from shared.compress.model import Draft, Window
 from shared.contract import Turn
 
 IMAGE_CAPTION_KEY = "image_caption"  # metadata key a product may set when a turn shares an image
-SHORT_REPLY_WORDS = 12
+SHORT_REPLY_WORDS = 8
 _ISO = {name: code for code, name in language.BM25_LANGUAGES.items()}
 
 
@@ -47,9 +47,9 @@ class OfflineCompressor:
     @staticmethod
     def _is_short_reply(turn: Turn) -> bool:
         # A long opening turn stands on its own; quoting its predecessor would only cost tokens.
-        words = len(turn.text.split())
         cjk = sum(1 for c in turn.text if "\u4e00" <= c <= "\u9fff")
-        return words < SHORT_REPLY_WORDS and cjk < 2 * SHORT_REPLY_WORDS
+        other_words = len("".join(c if not "\u4e00" <= c <= "\u9fff" else " " for c in turn.text).split())
+        return other_words + cjk / 1.5 < SHORT_REPLY_WORDS  # a Chinese word is about 1.5 characters
 
     def compress_sync(self, window: Window) -> list[Draft]:
         """The window as one entry (plain function; `compress` is its async face)."""

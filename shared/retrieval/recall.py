@@ -9,7 +9,7 @@ from shared.embedding import Bm25Encoder, Embedder
 from shared.errors import InvalidRequest
 from shared.retrieval import render as rendering
 from shared.retrieval.mmr import mmr
-from shared.retrieval.plan import QueryPlan, plan
+from shared.retrieval.plan import QueryPlan, plan, query_terms
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, ScoredEntry, Store, Vectors
 
@@ -30,7 +30,7 @@ def _scope(tenant: str, request: RecallRequest) -> Scope:
 
 def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
     f = request.filters
-    applied = []
+    applied: list[str] = []
     if f is None:
         return EntryFilter(include_superseded=False), applied
     if f.persons:
@@ -114,7 +114,7 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     hits, boosts, applied, timings = await search(retrieval, tenant, request, now)
     recent = list(working_memory or []) if request.include_working_memory else []
     context, context_tokens, kept = rendering.render(hits, recent, request.token_budget, retrieval.settings.tokenizer)
-    terms = plan(request.query, now or datetime.now(UTC), retrieval.settings.bm25_language).terms if request.explain else []
+    terms = query_terms(request.query) if request.explain else []
     entries = [RecalledEntry(
         id=h.entry.id, text=h.entry.text, score=h.score, occurred_at=h.entry.occurred_at, persons=h.entry.persons,
         entities=h.entry.entities, location=h.entry.location, topic=h.entry.topic, keywords=h.entry.keywords,

@@ -49,8 +49,9 @@ def _tenant_idf(scope: Scope) -> qe.SearchParams:
 
 
 def _point(item: StoredEntry) -> qe.Point:
-    vectors = {DENSE: list(item.vectors.dense),
-               SPARSE: qe.SparseVector(list(item.vectors.sparse.indices), list(item.vectors.sparse.values))}
+    vectors: dict[str, Any] = {
+        DENSE: list(item.vectors.dense),
+        SPARSE: qe.SparseVector(list(item.vectors.sparse.indices), list(item.vectors.sparse.values))}
     return qe.Point(uuid.UUID(item.entry.id), vectors, item.entry.payload())
 
 
@@ -108,7 +109,7 @@ class EdgeStore:
         sparse_q = qe.Query.Nearest(sparse, using=SPARSE)
         idf = _tenant_idf(scope)
         fused = qe.QueryRequest(
-            limit=limit, query=qe.Fusion.Rrf(k=rrf_k), filter=flt, with_payload=True,
+            limit=limit, query=qe.Fusion.Rrf(k=rrf_k), filter=flt, with_payload=True,  # type: ignore[arg-type]
             with_vector=[DENSE] if with_vectors else False,
             prefetches=[qe.Prefetch(limit=prefetch_limit, query=dense_q, filter=flt),
                         qe.Prefetch(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)])
@@ -151,7 +152,8 @@ class EdgeStore:
 
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""
-        return int(await self._read(self._shard.count, qe.CountRequest(exact=True, filter=_filter(scope, entry_filter))))
+        request = qe.CountRequest(exact=True, filter=_filter(scope, entry_filter))
+        return int(await self._read(self._shard.count, request))
 
     async def delete(self, scope: Scope, ids: list[str]) -> int:
         """Delete entries by id inside the scope."""

@@ -61,7 +61,8 @@ class ClientStore:
         try:
             exists = await client.collection_exists(collection)
         except Exception as exc:  # connection refused, DNS, TLS: say which server
-            raise Unavailable(f"Qdrant at {getattr(client, 'init_options', {}).get('url')} is unreachable: {exc}") from exc
+            where = getattr(client, "init_options", {}).get("url")
+            raise Unavailable(f"Qdrant at {where} is unreachable: {exc}") from exc
         if not exists:
             await client.create_collection(
                 collection,

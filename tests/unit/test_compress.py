@@ -79,7 +79,7 @@ def test_compression_is_deterministic() -> None:
 
 
 def test_a_long_opening_turn_needs_no_quoted_context() -> None:
-    turns = conversation([("A", "Where did you go?"),
-                          ("B", "We drove up to the lake house on Friday and stayed the whole weekend with my cousins.")])
+    long_answer = "We drove up to the lake house on Friday and stayed the whole weekend with my cousins."
+    turns = conversation([("A", "Where did you go?"), ("B", long_answer)])
     text = compress(Window(tenant_id="t", conversation_id="c1", turns=turns[1:], context=turns[:1]))
     assert "before:" not in text

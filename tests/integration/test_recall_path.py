@@ -1,0 +1,124 @@
+"""The plain-function path: windows are compressed, embedded and stored, then recalled by meaning and by words."""
+from datetime import UTC, datetime
+
+import pytest
+
+from shared import windows
+from shared.contract import RecallFilters, RecallRequest
+from shared.errors import InvalidRequest
+from shared.memorize import memorize
+from shared.retrieval import recall
+from tests.conftest import conversation, unique
+from tests.integration.conftest import Memory
+
+CHAT = [
+    ("Ana", "I moved to Lisbon in May, the light there is unbelievable."),
+    ("Bo", "Lisbon! Did you find a flat near the river?"),
+    ("Ana", "Yes, in Alfama, a small place with a balcony."),
+    ("Bo", "Lovely. I started learning the cello last week."),
+    ("Ana", "The cello? That's a big instrument to carry around."),
+    ("Bo", "It is, my teacher Marta lends me hers for practice."),
+    ("Ana", "My sister is getting married next month in Porto."),
+    ("Bo", "Congratulations to her! Are you in the wedding party?"),
+]
+
+
+async def store_chat(memory: Memory, tenant: str, lines: list[tuple[str, str]] = CHAT, size: int = 2,
+                     conversation_id: str = "c1", user_id: str = "u1") -> None:
+    turns = conversation(lines, conversation_id=conversation_id, user_id=user_id)
+    await memorize(memory.writer, windows.split(tenant, turns, size))
+
+
+async def test_stored_windows_are_recalled_by_meaning(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant)
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query="Where does Ana live now?", k=3))
+    assert "Lisbon" in reply.entries[0].text
+    assert reply.context.startswith("Memories") and reply.context_tokens > 0
+    assert reply.timings_ms.total >= reply.timings_ms.search > 0
+    instrument = await recall(memory.retrieval, tenant, RecallRequest(query="What instrument is Bo learning?", k=1))
+    assert "cello" in instrument.entries[0].text
+
+
+async def test_recall_never_crosses_tenants(memory: Memory) -> None:
+    mine, theirs = unique("t"), unique("t")
+    await store_chat(memory, theirs)
+    await store_chat(memory, mine, [("Ana", "I adopted a cat named Pixel."), ("Bo", "Cute!")])
+    reply = await recall(memory.retrieval, mine, RecallRequest(query="Where does Ana live? Lisbon?", k=10))
+    assert reply.entries and all("Pixel" in e.text for e in reply.entries)
+
+
+async def test_user_and_conversation_scope(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant, conversation_id="c1", user_id="u1")
+    await store_chat(memory, tenant, [("Cy", "I live in Lisbon too, near the castle.")], conversation_id="c2",
+                     user_id="u2")
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query="Who lives in Lisbon?", user_id="u2"))
+    assert [e.conversation_id for e in reply.entries] == ["c2"]
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query="Lisbon", conversation_id="c1"))
+    assert {e.conversation_id for e in reply.entries} == {"c1"}
+
+
+async def test_relative_dates_are_stored_absolute_and_time_filters_apply(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant)
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query="When did Bo start learning the cello?", k=2))
+    assert any("last week (the week of 1 May 2023)" in e.text for e in reply.entries)
+    later = RecallFilters(since=datetime(2024, 1, 1, tzinfo=UTC))
+    assert (await recall(memory.retrieval, tenant, RecallRequest(query="cello", filters=later))).entries == []
+    people = RecallFilters(persons=["Marta"])
+    found = await recall(memory.retrieval, tenant, RecallRequest(query="music", filters=people))
+    assert len(found.entries) == 1 and "Marta" in found.entries[0].persons
+
+
+async def test_token_budget_is_respected(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant)
+    for budget in (15, 60, 200):
+        reply = await recall(memory.retrieval, tenant, RecallRequest(query="Ana", token_budget=budget))
+        assert 0 < reply.context_tokens <= budget
+        assert reply.entries
+
+
+async def test_explain_says_why_each_entry_matched(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant)
+    reply = await recall(memory.retrieval, tenant,
+                         RecallRequest(query="Is Ana's sister marrying in Porto?", k=2, explain=True))
+    top = reply.entries[0]
+    assert top.explanation is not None
+    assert "Porto" in top.text
+    assert top.explanation.dense_rank is not None and top.explanation.sparse_rank is not None
+    assert {"sister", "porto"} <= set(top.explanation.matched_terms)
+    assert f"tenant = {tenant}" in top.explanation.filters
+    assert any("Ana" in b for b in top.explanation.boosts)
+    plain = await recall(memory.retrieval, tenant, RecallRequest(query="Porto", k=1))
+    assert plain.entries[0].explanation is None
+
+
+async def test_deep_mode_without_an_llm_is_a_clear_error(memory: Memory) -> None:
+    with pytest.raises(InvalidRequest, match="LLM"):
+        await recall(memory.retrieval, unique("t"), RecallRequest(query="anything", mode="deep"))
+
+
+async def test_chinese_question_finds_its_entry_by_dense_and_by_sparse_search(memory: Memory) -> None:
+    tenant = unique("t")
+    lines = [
+        ("李雷", "我昨天去了北京的一家咖啡馆，拿铁特别好喝。"),
+        ("韩梅梅", "真好！你在北京待几天？"),
+        ("李雷", "下周五我要去上海参加一个机器学习会议。"),
+        ("韩梅梅", "我最近在学弹钢琴，每天练一个小时。"),
+        ("李雷", "我的猫生病了，明天带它去看兽医。"),
+        ("韩梅梅", "希望它早日康复，我家的狗也很调皮。"),
+    ]
+    await store_chat(memory, tenant, lines, size=2)
+    question = RecallRequest(query="李雷在北京的咖啡馆喝了什么？", k=3, explain=True)
+    reply = await recall(memory.retrieval, tenant, question)
+    top = reply.entries[0]
+    assert "咖啡馆" in top.text and "2023年5月7日" in top.text
+    assert top.explanation is not None
+    assert top.explanation.dense_rank == 1, "dense search alone should rank the coffee entry first"
+    assert top.explanation.sparse_rank == 1, "BM25 alone should rank the coffee entry first"
+    piano = await recall(memory.retrieval, tenant, RecallRequest(query="谁在学钢琴？", k=1, explain=True))
+    assert "钢琴" in piano.entries[0].text
+    assert piano.entries[0].explanation is not None and piano.entries[0].explanation.sparse_rank == 1
