@@ -47,3 +47,14 @@ class ConfigError(EngramError):
     """A setting is invalid; the message says how to fix it."""
 
     code = "invalid_request"
+
+
+_BY_CODE: dict[str, type[EngramError]] = {
+    "invalid_request": InvalidRequest, "forbidden": Forbidden, "not_found": NotFound, "unavailable": Unavailable,
+    "timeout": Timeout, "internal": EngramError,
+}
+
+
+def from_code(code: str, message: str) -> EngramError:
+    """The exception a client raises for an `error{code, message}` reply."""
+    return _BY_CODE.get(code, EngramError)(f"{code}: {message}")

@@ -56,8 +56,20 @@ class Settings(BaseSettings):
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
 
-    # Delivery
+    # Working memory and delivery
+    recent_turns: int = Field(default=20, ge=0, le=500)       # turns kept for recall's working memory
+    working_memory_ttl_s: float | None = Field(default=30 * 24 * 3600.0, gt=0)  # idle buffers are dropped
+    max_pending_windows: int = Field(default=32, ge=1, le=1000)  # per conversation, before turns are retried
+    sweep_interval_s: float = Field(default=2.0, gt=0)        # how often each replica looks for idle windows
+    seal_grace_s: float = Field(default=30.0, ge=0)           # then any replica writes another's sealed window
     max_deliver: int = Field(default=5, ge=1, le=100)
+    ack_wait_s: float = Field(default=30.0, gt=0)
+    fetch_batch: int = Field(default=32, ge=1, le=1000)
+
+    # Observability
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=9464, ge=0, le=65535)       # /metrics, /healthz, /readyz; 0 picks a free port
+    log_level: str = "INFO"
 
     @field_validator("nats_url")
     @classmethod

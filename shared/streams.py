@@ -1,4 +1,8 @@
-"""JetStream streams and key-value buckets engram owns, named in one place."""
+"""JetStream streams engram owns, named and created in one place."""
+from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
 from shared import subjects
 
 
@@ -19,4 +23,29 @@ def dlq_stream(prefix: str) -> str:
 
 def dlq_subjects(prefix: str) -> list[str]:
     """Subjects the dead-letter stream captures."""
-    return [subjects.nats_wildcard(subjects.dlq(prefix))]
+    return [subjects.nats_wildcard(subjects.dlq(prefix, service="*"))]
+
+
+TURNS_DUPLICATE_WINDOW_S = 120.0
+DLQ_MAX_AGE_S = 14 * 24 * 3600.0
+
+
+async def ensure(js: JetStreamContext, prefix: str) -> None:
+    """Create the turns and dead-letter streams, or bring an existing stream's subjects up to date."""
+    wanted = [
+        StreamConfig(name=turns_stream(prefix), subjects=turns_subjects(prefix), storage=StorageType.FILE,
+                     # A work queue drops a turn once acked: the stream holds only turns not yet in memory.
+                     retention=RetentionPolicy.WORK_QUEUE, duplicate_window=TURNS_DUPLICATE_WINDOW_S,
+                     description="engram: chat turns and flushes, ordered per tenant"),
+        StreamConfig(name=dlq_stream(prefix), subjects=dlq_subjects(prefix), storage=StorageType.FILE,
+                     retention=RetentionPolicy.LIMITS, max_age=DLQ_MAX_AGE_S,
+                     description="engram: messages that could not be processed, reason in headers"),
+    ]
+    for config in wanted:
+        try:
+            info = await js.stream_info(config.name)
+        except NotFoundError:
+            await js.add_stream(config)
+            continue
+        if sorted(info.config.subjects or []) != sorted(config.subjects or []):
+            await js.update_stream(config)

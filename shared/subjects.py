@@ -43,9 +43,14 @@ def events(prefix: str, tenant: str | None = None, kind: EventKind | None = None
     return _subject(prefix, tenant, "events", kind or ">")
 
 
-def dlq(prefix: str, tenant: str | None = None) -> str:
-    """`<prefix>.dlq.<tenant>`: dead-lettered messages with the reason in headers."""
-    return ".".join((prefix, "dlq", tenant if tenant is not None else WILDCARD))
+def dlq(prefix: str, tenant: str | None = None, service: str | None = None) -> str:
+    """`<prefix>.dlq.<tenant>.<service>`: dead-lettered messages with the reason in headers.
+
+    The service token keeps these subjects apart from `<prefix>.<tenant>.turns`: a stream capturing
+    `<prefix>.dlq.*` would overlap the turns stream (`mem.dlq.turns`), which NATS refuses. Read a tenant's dead
+    letters from `<prefix>.dlq.<tenant>.>`.
+    """
+    return ".".join((prefix, "dlq", tenant if tenant is not None else WILDCARD, service or ">"))
 
 
 def nats_wildcard(pattern: str) -> str:

@@ -15,9 +15,16 @@ MAX_TOKEN_BUDGET = 32_000
 MAX_LIST_ITEMS = 32
 MAX_IDS = 256
 
+RESERVED_TENANT = "dlq"  # `<prefix>.dlq.…` carries dead letters, so no tenant may be called that
 _TENANT_RE = re.compile(TENANT_PATTERN)
 
-TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
+def _not_reserved(value: str) -> str:
+    if value == RESERVED_TENANT:
+        raise ValueError(f"tenant id {RESERVED_TENANT!r} is reserved for dead letters")
+    return value
+
+
+TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN), AfterValidator(_not_reserved)]
 # Ids end up in NATS message ids and KV keys, so no whitespace or control characters.
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@=+/-]+$")]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
@@ -59,6 +66,8 @@ def validate_tenant(tenant: str) -> str:
     """Return the tenant id taken from a subject, or raise InvalidRequest if it is not a valid id."""
     if not _TENANT_RE.match(tenant):
         raise InvalidRequest(f"tenant id {tenant!r} does not match {TENANT_PATTERN}")
+    if tenant == RESERVED_TENANT:
+        raise InvalidRequest(f"tenant id {RESERVED_TENANT!r} is reserved for dead letters")
     return tenant
 
 

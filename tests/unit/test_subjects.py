@@ -7,7 +7,8 @@ def test_pattern_and_address_come_from_one_function() -> None:
     assert subjects.turns("mem", "acme") == "mem.acme.turns"
     assert subjects.recall("mem", "acme") == "mem.acme.recall"
     assert subjects.flush("x", "acme") == "x.acme.flush"
-    assert subjects.dlq("mem", "acme") == "mem.dlq.acme"
+    assert subjects.dlq("mem", "acme") == "mem.dlq.acme.>"
+    assert subjects.dlq("mem", "acme", "ingestor") == "mem.dlq.acme.ingestor"
     assert subjects.events("mem", "acme", "entry_created") == "mem.acme.events.entry_created"
     assert subjects.events("mem", "acme") == "mem.acme.events.>"
 
@@ -15,4 +16,4 @@ def test_pattern_and_address_come_from_one_function() -> None:
 def test_streams_capture_turns_and_flushes_in_one_order() -> None:
     assert streams.turns_stream("mem") == "MEM_TURNS"
     assert streams.turns_subjects("mem") == ["mem.*.turns", "mem.*.flush"]
-    assert streams.dlq_subjects("mem") == ["mem.dlq.*"]
+    assert streams.dlq_subjects("mem") == ["mem.dlq.*.*"]

@@ -1,0 +1,1 @@
+"""The ingestor service: turns and flushes in, entries out."""

@@ -1,0 +1,1 @@
+"""The retriever service: recall and entries by request-reply."""

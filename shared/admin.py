@@ -1,0 +1,40 @@
+"""Operators' view of stored entries: list (filtered, paged), get by id, and an entry's history."""
+from shared.contract import EntriesRequest, EntriesResponse, EntryView, check_tenant
+from shared.store import EntryFilter, MemoryEntry, Scope, Store
+
+
+def view(entry: MemoryEntry) -> EntryView:
+    """An entry as the entries subject shows it (no tenant, no vectors)."""
+    return EntryView.model_validate(entry.model_dump(exclude={"tenant_id"}))
+
+
+async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntry]:
+    """The entry, what it was merged from, and the chain of entries that superseded it."""
+    found = await store.get(scope, [entry_id])
+    if not found:
+        return []
+    chain = list(found)
+    chain += await store.get(scope, found[0].merged_from)
+    seen = {e.id for e in chain}
+    current = found[0]
+    while current.superseded_by and current.superseded_by not in seen:
+        nxt = await store.get(scope, [current.superseded_by])
+        if not nxt:
+            break
+        current = nxt[0]
+        seen.add(current.id)
+        chain.append(current)
+    return chain
+
+
+async def entries(store: Store, tenant: str, request: EntriesRequest) -> EntriesResponse:
+    """Answer an EntriesRequest inside the tenant (and the user / conversation it names)."""
+    check_tenant(request, tenant)
+    scope = Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
+    if request.op == "get":
+        return EntriesResponse(entries=[view(e) for e in await store.get(scope, request.ids)])
+    if request.op == "history":
+        return EntriesResponse(entries=[view(e) for e in await _history(store, scope, request.ids[0])])
+    entry_filter = EntryFilter(kinds=[request.kind] if request.kind else [])
+    page = await store.scroll(scope, entry_filter=entry_filter, limit=request.limit, offset=request.cursor)
+    return EntriesResponse(entries=[view(e) for e in page.entries], next_cursor=page.next_offset)

@@ -1,0 +1,146 @@
+"""Closing windows: seal idle conversations, then write sealed windows as entries, retrying with backoff."""
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from nats.aio.client import Client
+
+from shared import buffer as buffers
+from shared import events, metrics
+from shared.buffer import SealedWindow
+from shared.compress import Window
+from shared.contract import EntryCreated
+from shared.failures import code_of
+from shared.memorize import Writer, build_entries
+from shared.working_memory import WorkingMemory
+
+log = logging.getLogger("engram.closer")
+
+
+@dataclass(frozen=True)
+class CloserPolicy:
+    """Timing of the closer loop."""
+
+    idle_timeout_s: float = 300.0
+    sweep_interval_s: float = 2.0
+    seal_grace_s: float = 30.0      # a sealed window older than this is written by whichever replica sees it
+    max_batch_windows: int = 16
+    max_backoff_s: float = 60.0
+
+
+@dataclass
+class _Backoff:
+    attempts: int = 0
+    next_at: float = 0.0
+
+
+@dataclass
+class WindowCloser:
+    """Writes sealed windows for one replica; every replica runs one, and any may finish another's work."""
+
+    wm: WorkingMemory
+    writer: Writer
+    nc: Client
+    prefix: str
+    policy: CloserPolicy
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _mine: set[tuple[str, str]] = field(default_factory=set)
+    _backoff: dict[tuple[str, tuple[str, ...]], _Backoff] = field(default_factory=dict)
+
+    def notify(self, tenant: str, conversation_id: str) -> None:
+        """A window of this conversation was sealed here: write it now rather than after the grace period."""
+        self._mine.add((tenant, conversation_id))
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Loop until cancelled: write what was sealed here promptly, sweep everything periodically."""
+        last_sweep = 0.0
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.policy.sweep_interval_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                mine, self._mine = self._mine, set()
+                if mine:
+                    await self.write_pending(sorted(mine), min_age_s=0.0)
+                if time.monotonic() - last_sweep >= self.policy.sweep_interval_s:
+                    last_sweep = time.monotonic()
+                    await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the loop must survive a broker or store hiccup; the work stays in the KV
+                log.exception("closer pass failed; retrying on the next pass")
+
+    async def sweep(self, now: datetime | None = None) -> None:
+        """Seal idle conversations, then write every sealed window older than the grace period."""
+        now = now or datetime.now(UTC)
+        conversations = await self.wm.conversations()
+        for tenant, conversation_id in conversations:
+            buffer = await self.wm.get(tenant, conversation_id)
+            if buffer and buffer.open and buffer.last_turn_at and (
+                    (now - buffer.last_turn_at).total_seconds() >= self.policy.idle_timeout_s):
+                after, _ = await self.wm.update(
+                    tenant, conversation_id,
+                    lambda b: (buffers.seal_idle(b, now, self.policy.idle_timeout_s), None))
+                if len(after.sealed) > len(buffer.sealed):
+                    metrics.windows_sealed_total.labels("idle").inc()
+                    self._mine.add((tenant, conversation_id))
+        mine, self._mine = self._mine, set()
+        await self.write_pending(sorted(mine), min_age_s=0.0)
+        await self.write_pending(conversations, min_age_s=self.policy.seal_grace_s)
+
+    async def write_pending(self, conversations: list[tuple[str, str]], min_age_s: float) -> int:
+        """Write the sealed windows of these conversations that are at least `min_age_s` old. Returns how many."""
+        now = datetime.now(UTC)
+        todo: list[tuple[str, str, SealedWindow]] = []
+        pending = 0
+        for tenant, conversation_id in conversations:
+            buffer = await self.wm.get(tenant, conversation_id)
+            for window in buffer.sealed if buffer else []:
+                pending += 1
+                backoff = self._backoff.get((tenant, tuple(window.turn_ids)))
+                if backoff and backoff.next_at > time.monotonic():
+                    continue
+                if (now - window.sealed_at).total_seconds() >= min_age_s:
+                    todo.append((tenant, conversation_id, window))
+        metrics.pending_windows.set(pending)
+        written = 0
+        for start in range(0, len(todo), self.policy.max_batch_windows):
+            written += await self._write(todo[start:start + self.policy.max_batch_windows])
+        return written
+
+    async def _write(self, batch: list[tuple[str, str, SealedWindow]]) -> int:
+        started = time.perf_counter()
+        windows = [Window(tenant_id=t, conversation_id=c, turns=[b.turn for b in w.turns], context=w.context)
+                   for t, c, w in batch]
+        try:
+            items = await build_entries(self.writer, windows)
+            await self.writer.store.upsert(items)
+        except Exception as exc:  # keep the windows sealed; back off and try again
+            code = code_of(exc)
+            metrics.window_failures_total.labels(code).inc()
+            for tenant, _, window in batch:
+                state = self._backoff.setdefault((tenant, tuple(window.turn_ids)), _Backoff())
+                state.attempts += 1
+                state.next_at = time.monotonic() + min(self.policy.max_backoff_s, 2.0 ** state.attempts)
+            log.warning("writing %d windows failed (%s); will retry", len(batch), code, exc_info=code == "internal")
+            return 0
+        metrics.write_seconds.observe(time.perf_counter() - started)
+        metrics.entries_written_total.inc(len(items))
+        emitted = datetime.now(UTC)
+        for item in items:
+            entry = item.entry
+            await events.publish(self.nc, self.prefix, entry.tenant_id, EntryCreated(
+                tenant_id=entry.tenant_id, emitted_at=emitted, entry_id=entry.id,
+                conversation_id=entry.conversation_id, user_id=entry.user_id,
+                source_turn_ids=entry.source_turn_ids, occurred_at=entry.occurred_at))
+        for tenant, conversation_id, window in batch:
+            ids = window.turn_ids
+            await self.wm.update(tenant, conversation_id, lambda b, ids=ids: (buffers.complete(b, ids), None))
+            self._backoff.pop((tenant, tuple(ids)), None)
+        metrics.windows_written_total.inc(len(batch))
+        return len(batch)

@@ -1,0 +1,102 @@
+"""The only code that acks, naks or dead-letters JetStream messages by hand; handlers never try/except."""
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from shared import metrics, subjects
+from shared.contract.base import RESERVED_TENANT
+from shared.failures import code_of, error_body, is_retryable
+
+log = logging.getLogger("engram.deadletter")
+
+HEADER_CODE = "Engram-Error-Code"
+HEADER_REASON = "Engram-Error-Reason"
+HEADER_SUBJECT = "Engram-Source-Subject"
+HEADER_DELIVERIES = "Engram-Deliveries"
+HEADER_SERVICE = "Engram-Service"
+HEADER_SEQUENCE = "Engram-Source-Sequence"
+
+
+class Settle(enum.Enum):
+    """What to do with a message whose handling failed."""
+
+    RETRY = "retry"
+    DEAD_LETTER = "dead_letter"
+
+
+def settle(exc: BaseException, deliveries: int, max_deliver: int) -> Settle:
+    """Retry only what may succeed later, and only up to max_deliver; dead-letter everything else."""
+    if is_retryable(exc) and deliveries < max_deliver:
+        return Settle.RETRY
+    return Settle.DEAD_LETTER
+
+
+def retry_delay_s(deliveries: int) -> float:
+    """Backoff before the next delivery: 1, 2, 4 ... seconds, at most 30."""
+    return float(min(30, 2 ** max(0, deliveries - 1)))
+
+
+def _tenant_of(subject: str) -> str:
+    parts = subject.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] and parts[1] != RESERVED_TENANT else "unknown"
+
+
+def _tenant_and_kind(subject: str) -> tuple[str, str]:
+    parts = subject.split(".")
+    if len(parts) != 3:
+        return "unknown", parts[-1] if parts else ""
+    return parts[1], parts[2]
+
+
+Handler = Callable[[str, str, bytes, int], Awaitable[None]]  # (tenant, kind, body, stream sequence)
+
+
+class Settler:
+    """Runs a handler over a fetched batch in stream order, then acks, naks or dead-letters each message."""
+
+    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext) -> None:
+        self._service = service
+        self._prefix = prefix
+        self._max_deliver = max_deliver
+        self._js = js
+
+    async def run(self, messages: list[Msg], handle: Handler) -> None:
+        """Handle each message in stream order (so a conversation's turns are applied in the order published)."""
+        for raw in sorted(messages, key=lambda m: m.metadata.sequence.stream if m.metadata else 0):
+            started = time.perf_counter()
+            tenant, kind = _tenant_and_kind(raw.subject)
+            try:
+                await handle(tenant, kind, raw.data, raw.metadata.sequence.stream if raw.metadata else 0)
+            except Exception as exc:  # every failure is settled here, and only here
+                await self._settle(raw, exc)
+                continue
+            await raw.ack()
+            log.debug("handled", extra={"service": self._service, "subject": raw.subject, "outcome": "ok",
+                                        "duration_ms": round((time.perf_counter() - started) * 1e3, 2)})
+
+    async def _settle(self, raw: Msg, exc: Exception) -> None:
+        deliveries = int(raw.metadata.num_delivered) if raw.metadata else 1
+        code = code_of(exc)
+        if settle(exc, deliveries, self._max_deliver) is Settle.RETRY:
+            metrics.retried_total.labels(self._service, code).inc()
+            log.warning("retrying %s (delivery %d): %s", raw.subject, deliveries, exc)
+            await raw.nak(delay=retry_delay_s(deliveries))
+            return
+        if code == "internal":
+            log.error("dead-lettering %s after an internal error", raw.subject, exc_info=exc)
+        body = error_body(exc)
+        headers = {
+            HEADER_CODE: body.code, HEADER_REASON: body.message.replace("\n", " ")[:1000],
+            HEADER_SUBJECT: raw.subject, HEADER_DELIVERIES: str(deliveries), HEADER_SERVICE: self._service,
+            HEADER_SEQUENCE: str(raw.metadata.sequence.stream) if raw.metadata else "",
+        }
+        tenant = _tenant_of(raw.subject)
+        # Published before the ack: a crash in between redelivers the message, never loses it.
+        await self._js.publish(subjects.dlq(self._prefix, tenant, self._service), raw.data, headers=headers)
+        await raw.ack()
+        metrics.dead_lettered_total.labels(self._service, body.code).inc()
+        log.warning("dead-lettered %s: %s %s", raw.subject, body.code, body.message)

@@ -1,0 +1,23 @@
+"""Every Prometheus metric engram exports, in one place; labels are bounded (never a tenant id)."""
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+turns_total = Counter("engram_turns_total", "Turns received by the ingestor", ["outcome"])  # accepted|duplicate
+flushes_total = Counter("engram_flushes_total", "Flush messages applied")
+windows_sealed_total = Counter("engram_windows_sealed_total", "Windows closed", ["reason"])  # size|idle|flush
+windows_written_total = Counter("engram_windows_written_total", "Sealed windows written as entries")
+window_failures_total = Counter("engram_window_failures_total", "Failed attempts to write a sealed window", ["code"])
+entries_written_total = Counter("engram_entries_written_total", "Entries upserted into the store")
+pending_windows = Gauge("engram_pending_windows", "Sealed windows waiting to be written (this replica's view)")
+write_seconds = Histogram("engram_window_write_seconds", "Compress + embed + upsert of a batch of windows",
+                          buckets=LATENCY_BUCKETS)
+recall_seconds = Histogram("engram_recall_seconds", "Recall handling time", ["mode"], buckets=LATENCY_BUCKETS)
+recall_total = Counter("engram_recall_total", "Recall requests answered", ["outcome"])  # ok|<error code>
+requests_total = Counter("engram_requests_total", "Request-reply messages handled", ["service", "subject",
+                                                                                      "outcome"])
+dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to the dead-letter subject",
+                              ["service", "code"])
+retried_total = Counter("engram_retried_total", "Messages negatively acknowledged for a later retry", ["service",
+                                                                                                        "code"])
+embed_seconds = Histogram("engram_embed_seconds", "Dense embedding calls", ["kind"], buckets=LATENCY_BUCKETS)

@@ -1,0 +1,48 @@
+"""Turns published through NATS come back from recall, with working memory, events and entries."""
+import json
+
+import nats
+
+from services.runtime import Running
+from shared import subjects
+from shared.client import MemoryClient
+from tests.conftest import conversation, make_turn
+from tests.e2e.conftest import eventually
+
+
+async def test_flushed_turns_are_recalled_by_meaning(client: MemoryClient) -> None:
+    """Turns that are published and then flushed come back from recall for the same tenant."""
+    seq = await client.publish_turn(make_turn("I moved to Lisbon in May 2023.", conversation_id="c1"))
+    assert seq > 0
+    await client.flush(conversation_id="c1")
+    found = await eventually(lambda: client.recall("Where does the user live?"), lambda r: bool(r.entries))
+    assert "Lisbon" in found.entries[0].text
+
+
+async def test_a_window_closes_at_n_turns_and_working_memory_is_returned(client: MemoryClient,
+                                                                         stack: Running) -> None:
+    window = stack.deps[0].settings.window_turns
+    turns = conversation([("Ana", f"Fact number {i}: I like thing {i}.") for i in range(window + 1)],
+                         conversation_id="c2")
+    await client.publish_turns(turns)
+    found = await eventually(lambda: client.recall("What does Ana like?", conversation_id="c2",
+                                                   include_working_memory=True), lambda r: bool(r.entries))
+    assert found.entries[0].source_turn_ids == [t.turn_id for t in turns[:window]]
+    assert [t.turn_id for t in found.working_memory][-1] == turns[-1].turn_id
+    assert "Recent turns:" in found.context
+
+
+async def test_entry_created_events_and_entries_listing(client: MemoryClient, stack: Running) -> None:
+    nc = await nats.connect(stack.nats_url)
+    sub = await nc.subscribe(subjects.events("mem", client.tenant))
+    await client.publish_turn(make_turn("We adopted a puppy called Biscuit.", conversation_id="c3"))
+    await client.flush("c3")
+    msg = await sub.next_msg(timeout=20)
+    event = json.loads(msg.data)
+    assert msg.subject == f"mem.{client.tenant}.events.entry_created"
+    assert event["tenant_id"] == client.tenant and event["conversation_id"] == "c3"
+    listed = await client.entries(op="list", conversation_id="c3")
+    assert [e.id for e in listed.entries] == [event["entry_id"]]
+    got = await client.entries(op="get", ids=[event["entry_id"]])
+    assert "Biscuit" in got.entries[0].text
+    await nc.close()
