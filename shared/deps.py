@@ -1,5 +1,6 @@
 """Everything a service needs, opened once by the CLI (or a test) and handed to the apps."""
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from shared.retrieval import Retrieval
 from shared.settings import Settings
 from shared.store import Store, open_store
 from shared.working_memory import WorkingMemory
+
+log = logging.getLogger("engram.deps")
 
 
 @dataclass(frozen=True)
@@ -49,11 +52,15 @@ class Deps:
         return None
 
 
+async def _log_error(exc: Exception) -> None:
+    log.warning("nats: %s", exc)  # one line; nats-py's default prints a traceback per reconnect attempt
+
+
 async def connect(url: str, name: str) -> Client:
     """A NATS connection that keeps reconnecting, with a clear error when the server is not there at all."""
     try:
         return await nats.connect(url, name=name, max_reconnect_attempts=-1, connect_timeout=5,
-                                  allow_reconnect=True)
+                                  allow_reconnect=True, error_cb=_log_error)
     except Exception as exc:
         raise Unavailable(f"cannot connect to NATS at {url}: {exc}; is it running? "
                           "(unset ENGRAM_NATS_URL to start the embedded server)") from exc

@@ -12,7 +12,7 @@ _MAX_MESSAGE = 1000
 def _validation_message(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
-        where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body",)) or "payload"
+        where = ".".join(str(p) for p in err.get("loc", ())) or "payload"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     more = f" (+{exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return "; ".join(parts) + more

@@ -47,8 +47,11 @@ async def accept_flush(wm: WorkingMemory, *, tenant: str, flush: Flush, seq: int
     """Seal every open turn of the conversation published before this flush."""
     check_tenant(flush, tenant)
     when = now or datetime.now(UTC)
+    before = await wm.get(tenant, flush.conversation_id)
     after, _ = await wm.update(tenant, flush.conversation_id, lambda b: (buffers.flush(b, seq, when), None))
     metrics.flushes_total.inc()
+    if len(after.sealed) > (len(before.sealed) if before else 0):
+        metrics.windows_sealed_total.labels("flush").inc()
     return after
 
 

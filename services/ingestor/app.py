@@ -48,6 +48,7 @@ class Ingestor:
     closer: WindowCloser
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _subscription: JetStreamContext.PullSubscription | None = None
+    handled: int = 0  # messages this replica applied (for logs and tests)
 
     async def start(self) -> None:
         """Create (or update) the durable consumer and start consuming and closing windows."""
@@ -61,6 +62,7 @@ class Ingestor:
 
         async def handle(tenant: str, kind: str, body: bytes, seq: int) -> None:
             buffer = await accept(self.deps.wm, tenant=tenant, kind=kind, body=body, seq=seq, policy=policy)
+            self.handled += 1
             if buffer.sealed:
                 self.closer.notify(tenant, buffer.conversation_id)
 

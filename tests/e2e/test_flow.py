@@ -46,3 +46,26 @@ async def test_entry_created_events_and_entries_listing(client: MemoryClient, st
     got = await client.entries(op="get", ids=[event["entry_id"]])
     assert "Biscuit" in got.entries[0].text
     await nc.close()
+
+
+async def test_a_redelivered_turn_after_its_window_was_stored_is_ignored(client: MemoryClient,
+                                                                         stack: Running) -> None:
+    """What a crash between the buffer write and the ack looks like: the same turn arrives again."""
+    turns = conversation([("Ana", "I collect vintage cameras."), ("Bo", "Which one is your favourite?")],
+                         conversation_id="c4")
+    await client.publish_turns(turns)
+    await client.flush("c4")
+    first = await eventually(lambda: client.entries(op="list", conversation_id="c4"), lambda r: bool(r.entries))
+    nc = await nats.connect(stack.nats_url)
+    # A new Nats-Msg-Id gets past JetStream's dedup window, as a redelivery would.
+    await nc.jetstream().publish(f"mem.{client.tenant}.turns", turns[0].model_dump_json().encode(),
+                                 headers={"Nats-Msg-Id": "redelivery-1"})
+    await nc.close()
+    await client.flush("c4")
+    marker = make_turn("A later turn proves the redelivery was processed.", conversation_id="c4")
+    await client.publish_turn(marker)
+    await client.flush("c4")
+    later = await eventually(lambda: client.entries(op="list", conversation_id="c4"), lambda r: len(r.entries) == 2)
+    sources = sorted(t for e in later.entries for t in e.source_turn_ids)
+    assert sources == sorted([turns[0].turn_id, turns[1].turn_id, marker.turn_id])
+    assert first.entries[0].id in {e.id for e in later.entries}

@@ -1,0 +1,40 @@
+"""Helpers for end-to-end tests: dead letters, stored entries, raw publishes."""
+from typing import Any
+
+import nats
+from nats.errors import TimeoutError as NatsTimeout
+
+from shared.store import Scope, Store
+
+
+async def dead_letters(nats_url: str, tenant: str, expect: int = 1, timeout_s: float = 15.0) -> list[Any]:
+    """The messages dead-lettered for a tenant (waits until at least `expect` are there)."""
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe(f"mem.dlq.{tenant}.>", durable=None)
+    found: list[Any] = []
+    try:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while len(found) < expect and time.monotonic() < deadline:
+            try:
+                found += await sub.fetch(expect - len(found), timeout=1)
+            except (NatsTimeout, TimeoutError):
+                continue
+    finally:
+        await sub.unsubscribe()
+        await nc.close()
+    return found
+
+
+async def stored_turn_ids(store: Store, tenant: str) -> list[str]:
+    """Every source turn id of every entry of a tenant (with repeats, so duplicates show)."""
+    ids: list[str] = []
+    offset = None
+    while True:
+        page = await store.scroll(Scope(tenant_id=tenant), limit=256, offset=offset)
+        ids += [t for e in page.entries for t in e.source_turn_ids]
+        if page.next_offset is None:
+            return ids
+        offset = page.next_offset

@@ -1,0 +1,66 @@
+"""Tenant isolation: with two tenants holding similar content, nothing crosses between them."""
+import asyncio
+import json
+
+import nats
+import pytest
+
+from services.runtime import Running
+from shared import subjects
+from shared.client import MemoryClient
+from shared.errors import Forbidden
+from tests.conftest import conversation, make_turn, unique
+from tests.e2e.conftest import eventually
+
+LINES = [("Ana", "I moved to Lisbon last spring."), ("Bo", "Which neighbourhood?"),
+         ("Ana", "Alfama, near the castle."), ("Bo", "Lovely, I visited it once.")]
+
+
+async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> None:
+    a, b = unique("acme"), unique("globex")
+    nc = await nats.connect(stack.nats_url)
+    seen: dict[str, list[str]] = {a: [], b: []}
+    for tenant in (a, b):
+        async def on_event(msg: nats.aio.msg.Msg, tenant: str = tenant) -> None:
+            seen[tenant].append(json.loads(msg.data)["tenant_id"])
+        await nc.subscribe(subjects.events("mem", tenant), cb=on_event)
+    async with await MemoryClient.connect(stack.nats_url, a) as ca, \
+            await MemoryClient.connect(stack.nats_url, b) as cb:
+        # Same conversation and turn ids in both tenants: ids must not collide either.
+        await ca.publish_turns(conversation(LINES, conversation_id="shared-conv"))
+        await cb.publish_turns(conversation([(s, t.replace("Lisbon", "Porto").replace("Alfama", "Ribeira"))
+                                             for s, t in LINES], conversation_id="shared-conv"))
+        await ca.flush("shared-conv")
+        await cb.flush("shared-conv")
+        ra = await eventually(lambda: ca.recall("Where did Ana move?"), lambda r: bool(r.entries))
+        rb = await eventually(lambda: cb.recall("Where did Ana move?"), lambda r: bool(r.entries))
+        assert all("Lisbon" in e.text and "Porto" not in e.text for e in ra.entries)
+        assert all("Porto" in e.text and "Lisbon" not in e.text for e in rb.entries)
+        assert {e.id for e in ra.entries}.isdisjoint({e.id for e in rb.entries})
+        la, lb = await ca.entries(op="list"), await cb.entries(op="list")
+        assert la.entries and lb.entries
+        assert all("Lisbon" in e.text for e in la.entries) and all("Porto" in e.text for e in lb.entries)
+        # Asking for the other tenant's entry by id finds nothing.
+        assert (await ca.entries(op="get", ids=[lb.entries[0].id])).entries == []
+        assert (await ca.entries(op="history", ids=[lb.entries[0].id])).entries == []
+        # Working memory is per tenant too.
+        wm = await ca.recall("castle", conversation_id="shared-conv", include_working_memory=True)
+        assert all("Porto" not in t.text and "Ribeira" not in t.text for t in wm.working_memory)
+        await eventually(lambda: asyncio.sleep(0, result=seen), lambda s: bool(s[a]) and bool(s[b]))
+    assert set(seen[a]) == {a} and set(seen[b]) == {b}
+    await nc.close()
+
+
+async def test_a_payload_naming_another_tenant_is_refused(stack: Running, client: MemoryClient) -> None:
+    with pytest.raises(Forbidden, match="someone-else"):
+        await client.recall("anything", tenant_id="someone-else")
+    turn = make_turn("secret plans", conversation_id="x1").model_copy(update={"tenant_id": "someone-else"})
+    await client.publish_turn(turn)
+    await client.flush("x1")
+    from tests.e2e.helpers import dead_letters
+
+    [letter] = await dead_letters(stack.nats_url, client.tenant)
+    assert (letter.headers or {})["Engram-Error-Code"] == "forbidden"
+    async with await MemoryClient.connect(stack.nats_url, "someone-else") as other:
+        assert (await other.entries(op="list")).entries == []
+    assert (await client.entries(op="list")).entries == []

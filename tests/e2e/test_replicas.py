@@ -1,0 +1,37 @@
+"""Two ingestors and two retrievers, each with its own NATS connection, share the load on one NATS server."""
+from collections import Counter
+
+from services.runtime import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.settings import Settings
+from shared.store import Scope
+from tests.conftest import conversation, unique
+from tests.e2e.helpers import stored_turn_ids
+
+
+async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str) -> None:
+    tenant = unique("t")
+    settings = e2e_settings.model_copy(update={"fetch_batch": 4})  # small batches spread work across replicas
+    turns = [t for c in range(12) for t in conversation(
+        [("Ana" if i % 2 else "Bo", f"Conversation {c}, line {i}: we talked about topic {c * 10 + i}.")
+         for i in range(9)], conversation_id=f"conv-{c}")]
+    async with running(settings, ingestors=2, retrievers=2, nats_url=nats_url) as state:
+        assert len({id(d.nc) for d in state.deps}) == 4  # each instance has its own connection
+        async with await MemoryClient.connect(state.nats_url, tenant) as client:
+            await client.publish_turns(turns)
+            for c in range(12):
+                await client.flush(f"conv-{c}")
+            await wait_until_stored(client, turns, timeout_s=60)
+            for i in range(40):
+                reply = await client.recall(f"topic {i}", k=3)
+                assert reply.entries
+        handled = [ing.handled for ing in state.ingestors]
+        served = [s["recall"] for s in state.served]
+        ids = await stored_turn_ids(state.deps[0].store, tenant)
+        entries = await state.deps[0].store.count(Scope(tenant_id=tenant))
+    counts = Counter(ids)
+    assert set(counts) == {t.turn_id for t in turns}, "a turn was lost"
+    assert max(counts.values()) == 1, f"turns stored twice: {[k for k, v in counts.items() if v > 1]}"
+    assert entries == 12 * 3  # 9 turns per conversation in windows of 4: 4 + 4 + 1 (flushed)
+    assert sum(handled) == len(turns) + 12 and all(h > 0 for h in handled), handled
+    assert sum(served) == 40 and all(s > 0 for s in served), served
