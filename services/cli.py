@@ -1,6 +1,5 @@
 """The `engram` command: run the services, ingest files, recall, inspect entries, and a demo."""
 import asyncio
-import json
 import logging
 import os
 import statistics
@@ -18,7 +17,7 @@ from rich.table import Table
 from services.runtime import Running, running, serve_until_signalled
 from shared import subjects
 from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntryView, RecallFilters, RecallResponse
+from shared.contract import EntriesRequest, EntryView, RecallFilters, RecallResponse
 from shared.errors import EngramError
 from shared.settings import Settings
 from shared.sources import read_turns
@@ -73,7 +72,8 @@ def _banner(state: Running, settings: Settings) -> None:
     prefix = settings.subject_prefix
     store = settings.qdrant_url or f"Qdrant Edge in {settings.qdrant_path.resolve()}"
     console.print(f"[bold green]engram is up[/bold green]  NATS {state.nats_url}  store: {store}")
-    console.print(f"  publish turns   JetStream  {subjects.turns(prefix)}   (Nats-Msg-Id: <tenant>:<conversation>:<turn>)")
+    console.print(f"  publish turns   JetStream  {subjects.turns(prefix)}   "
+                  "(Nats-Msg-Id: <tenant>:<conversation>:<turn>)")
     console.print(f"  close a window  JetStream  {subjects.flush(prefix)}")
     console.print(f"  recall          request    {subjects.recall(prefix)}")
     console.print(f"  entries         request    {subjects.entries(prefix)}")
@@ -216,7 +216,7 @@ def _print_entries(entries: list[EntryView]) -> None:
 
 async def _entries(url: str, tenant: str, prefix: str, fields: dict[str, object], as_json: bool) -> None:
     async with await MemoryClient.connect(url, tenant, prefix) as client:
-        reply = await client.entries(**fields)
+        reply = await client.entries(EntriesRequest.model_validate(fields))
     if as_json:
         console.print_json(reply.model_dump_json())
     else:

@@ -51,7 +51,7 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
     stop first, sealed windows are written, then connections close: nothing acknowledged is lost.
     """
     async with contextlib.AsyncExitStack() as stack:
-        url = nats_url or await stack.enter_async_context(nats_url_for(settings))
+        url = nats_url if nats_url is not None else await stack.enter_async_context(nats_url_for(settings))
         probe = open_embedder(settings)
         dim = probe.dim
         await probe.close()

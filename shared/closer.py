@@ -1,7 +1,9 @@
 """Closing windows: seal idle conversations, then write sealed windows as entries, retrying with backoff."""
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,6 +30,10 @@ class CloserPolicy:
     seal_grace_s: float = 30.0      # a sealed window older than this is written by whichever replica sees it
     max_batch_windows: int = 16
     max_backoff_s: float = 60.0
+
+
+def _completer(turn_ids: list[str]) -> Callable[[buffers.Buffer], tuple[buffers.Buffer, None]]:
+    return lambda b: (buffers.complete(b, turn_ids), None)
 
 
 @dataclass
@@ -58,10 +64,8 @@ class WindowCloser:
         """Loop until cancelled: write what was sealed here promptly, sweep everything periodically."""
         last_sweep = 0.0
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.policy.sweep_interval_s)
-            except TimeoutError:
-                pass
             self._wake.clear()
             try:
                 mine, self._mine = self._mine, set()
@@ -139,8 +143,7 @@ class WindowCloser:
                 conversation_id=entry.conversation_id, user_id=entry.user_id,
                 source_turn_ids=entry.source_turn_ids, occurred_at=entry.occurred_at))
         for tenant, conversation_id, window in batch:
-            ids = window.turn_ids
-            await self.wm.update(tenant, conversation_id, lambda b, ids=ids: (buffers.complete(b, ids), None))
-            self._backoff.pop((tenant, tuple(ids)), None)
+            await self.wm.update(tenant, conversation_id, _completer(window.turn_ids))
+            self._backoff.pop((tenant, tuple(window.turn_ids)), None)
         metrics.windows_written_total.inc(len(batch))
         return len(batch)

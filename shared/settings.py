@@ -48,7 +48,6 @@ class Settings(BaseSettings):
     context_turn_chars: int = Field(default=160, ge=0, le=2000)  # previous turn quoted into a window's entry
 
     # Recall
-    recall_k: int = Field(default=10, ge=1, le=100)
     prefetch_limit: int = Field(default=40, ge=1, le=1000)
     rrf_k: int = Field(default=3, ge=1, le=1000)
     mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)  # None: no diversity pass

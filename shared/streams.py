@@ -42,6 +42,7 @@ async def ensure(js: JetStreamContext, prefix: str) -> None:
                      description="engram: messages that could not be processed, reason in headers"),
     ]
     for config in wanted:
+        assert config.name is not None
         try:
             info = await js.stream_info(config.name)
         except NotFoundError:

@@ -13,7 +13,6 @@ from nats.js.errors import (
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
-    NoKeysError,
 )
 from nats.js.kv import KeyValue
 
@@ -103,10 +102,17 @@ class WorkingMemory:
 
     async def conversations(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, conversation id) of every buffer, or of one tenant's."""
+        # KeyValue.keys(filters=...) matches substrings, not subjects; a wildcard watch lists exactly.
+        keys = []
         try:
-            keys = await self._kv.keys(filters=[f"{tenant}.>"] if tenant else None)
-        except NoKeysError:
-            return []
+            watcher = await self._kv.watch(f"{tenant}.>" if tenant else ">", ignore_deletes=True, meta_only=True)
+            try:
+                async for entry in watcher:
+                    if entry is None:  # the watcher's marker: every current key has been seen
+                        break
+                    keys.append(entry.key)
+            finally:
+                await watcher.stop()  # type: ignore[no-untyped-call]
         except NatsTimeout as exc:
             raise Timeout("listing working memory timed out") from exc
         return [conversation_of(k) for k in keys]

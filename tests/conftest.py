@@ -64,7 +64,9 @@ def bm25() -> Bm25Encoder:
 @pytest.fixture(scope="session")
 def locomo_dir() -> Path:
     """The LoCoMo folder (ENGRAM_LOCOMO_DIR, default ../shared/datasets/locomo), or skip with the reason."""
-    folder = Path(os.environ.get("ENGRAM_LOCOMO_DIR", Path(__file__).parents[1] / "../shared/datasets/locomo"))
+    folder = Settings().locomo_dir
+    if not folder.is_absolute():  # relative to the repository root, as when `make test` runs
+        folder = Path(__file__).parents[1] / folder
     if not (folder / "26.json").exists():
         pytest.skip(f"LoCoMo data not found in {folder.resolve()} (set ENGRAM_LOCOMO_DIR); it is never vendored")
     return folder

@@ -131,5 +131,5 @@ def test_payload_naming_another_tenant_is_forbidden() -> None:
 
 @pytest.mark.parametrize("tenant", ["", "a" * 65, "acme.corp", "acme*", "ac me", ">", "dlq"])
 def test_subject_tenant_must_be_a_valid_id(tenant: str) -> None:
-    with pytest.raises(InvalidRequest, match="does not match|reserved"):
+    with pytest.raises(InvalidRequest, match=r"does not match|reserved"):
         validate_tenant(tenant)

@@ -1,0 +1,42 @@
+"""LoCoMo conversation 26 end to end: published through NATS as a chat product would, recalled by request-reply."""
+import statistics
+import time
+from pathlib import Path
+
+from services.runtime import Running
+from shared import locomo
+from shared.client import MemoryClient, wait_until_stored
+from shared.evaluation import evaluate, ingest_conversation
+from tests.conftest import unique
+
+
+async def test_locomo_26_through_nats_matches_the_plain_function_path(stack: Running, locomo_dir: Path) -> None:
+    conversation = locomo.load(locomo_dir / "26.json")
+    tenant = unique("locomo-e2e")
+    started = time.perf_counter()
+    async with await MemoryClient.connect(stack.nats_url, tenant, timeout_s=30) as client:
+        for session in conversation.sessions:  # one conversation_id per session, flushed after it
+            await client.publish_turns(session)
+            await client.flush(session[0].conversation_id)
+        await wait_until_stored(client, conversation.turns, timeout_s=300)
+        ingest_s = time.perf_counter() - started
+        rows, latencies = [], []
+        for question in conversation.scored():
+            asked = time.perf_counter()
+            reply = await client.recall(question.question, user_id=conversation.user_id, k=10)
+            latencies.append((time.perf_counter() - asked) * 1e3)
+            rows.append(locomo.score(question.evidence, [e.source_turn_ids for e in reply.entries]))
+    e2e_all = statistics.fmean(r[0] for r in rows)
+
+    # The same conversation through the plain functions, in the same run and store, under another tenant.
+    deps = stack.deps[0]
+    plain_tenant = unique("locomo-plain")
+    await ingest_conversation(deps.writer, plain_tenant, conversation, deps.settings.window_turns)
+    plain = await evaluate(deps.retrieval, plain_tenant, conversation, k=10)
+
+    latencies.sort()
+    p50, p95 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)]
+    print(f"e2e all@10={e2e_all:.3f} plain all@10={plain.overall.all_at_k:.3f} "
+          f"ingest {len(conversation.turns) / ingest_s:.1f} turns/s, recall p50 {p50:.1f} ms p95 {p95:.1f} ms")
+    assert abs(e2e_all - plain.overall.all_at_k) <= 0.02
+    assert e2e_all >= 0.78
