@@ -69,3 +69,20 @@ async def test_a_redelivered_turn_after_its_window_was_stored_is_ignored(client:
     sources = sorted(t for e in later.entries for t in e.source_turn_ids)
     assert sources == sorted([turns[0].turn_id, turns[1].turn_id, marker.turn_id])
     assert first.entries[0].id in {e.id for e in later.entries}
+
+
+async def test_entries_are_listed_page_by_page(client: MemoryClient) -> None:
+    turns = conversation([("Ana", f"Note {i}: remember item {i}.") for i in range(12)], conversation_id="pages")
+    await client.publish_turns(turns)
+    await client.flush("pages")
+    await eventually(lambda: client.entries(op="list", conversation_id="pages"), lambda r: len(r.entries) == 3)
+    seen, cursor = [], None
+    while True:
+        page = await client.entries(op="list", conversation_id="pages", limit=1, cursor=cursor)
+        seen += [e.id for e in page.entries]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) == 3
+    other = await client.entries(op="list", conversation_id="nobody", limit=5)
+    assert other.entries == [] and other.next_cursor is None

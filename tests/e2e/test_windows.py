@@ -1,0 +1,54 @@
+"""Windows close on their own when idle, and an embedder outage delays entries without losing a turn."""
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.runtime import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.settings import Settings
+from tests.conftest import conversation, make_turn, unique
+from tests.e2e.conftest import eventually
+from tests.e2e.helpers import stored_turn_ids
+from tests.fakes.openai_server import FakeOpenAI, serve
+
+
+async def test_an_idle_window_closes_without_flush_or_new_turns(client: MemoryClient) -> None:
+    await client.publish_turn(make_turn("I started learning Portuguese with an app.", conversation_id="idle-1"))
+    # No flush, no further turn: the idle sweep (2 s in these tests) closes the window.
+    found = await eventually(lambda: client.recall("What language is being learned?", conversation_id="idle-1"),
+                             lambda r: bool(r.entries), timeout_s=30)
+    assert "Portuguese" in found.entries[0].text
+
+
+@pytest.fixture
+def flaky_embeddings() -> Iterator[FakeOpenAI]:
+    with serve() as fake:
+        yield fake
+
+
+async def test_an_embedder_outage_is_retried_and_loses_nothing(e2e_settings: Settings, nats_url: str,
+                                                               flaky_embeddings: FakeOpenAI, tmp_path: Path) -> None:
+    settings = e2e_settings.model_copy(update={
+        "embedder": "openai", "openai_base_url": flaky_embeddings.url, "openai_api_key": "k",
+        "embedding_dimensions": 32, "data_dir": tmp_path / "flaky"})
+    tenant = unique("t")
+    turns = conversation([("Ana", f"Detail {i}: something worth remembering.") for i in range(10)],
+                         conversation_id="outage")
+    flaky_embeddings.fail_with = 503
+    async with running(settings, nats_url=nats_url) as state:
+        async with await MemoryClient.connect(state.nats_url, tenant) as client:
+            await client.publish_turns(turns)
+            await client.flush("outage")
+            wm = state.deps[0].wm
+            # While the endpoint fails, windows stay sealed in working memory and writes are retried.
+            await eventually(lambda: wm.get(tenant, "outage"), lambda b: b is not None and len(b.sealed) == 3)
+            await eventually(lambda: _failed_posts(flaky_embeddings), lambda n: n >= 2)
+            flaky_embeddings.fail_with = None
+            await wait_until_stored(client, turns, timeout_s=60)
+        ids = await stored_turn_ids(state.deps[0].store, tenant)
+    assert sorted(ids) == sorted(t.turn_id for t in turns)
+
+
+async def _failed_posts(fake: FakeOpenAI) -> int:
+    return sum(1 for r in fake.requests if r["path"].endswith("/embeddings"))
