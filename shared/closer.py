@@ -60,10 +60,15 @@ class WindowCloser:
         self._mine.add((tenant, conversation_id))
         self._wake.set()
 
-    async def run(self) -> None:
-        """Loop until cancelled: write what was sealed here promptly, sweep everything periodically."""
+    def wake(self) -> None:
+        """End the current wait early (a stop, or new work)."""
+        self._wake.set()
+
+    async def run(self, stopping: asyncio.Event | None = None) -> None:
+        """Loop until `stopping` is set (or cancelled): write what was sealed here promptly, sweep periodically."""
         last_sweep = 0.0
-        while True:
+        stopping = stopping or asyncio.Event()
+        while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.policy.sweep_interval_s)
             self._wake.clear()

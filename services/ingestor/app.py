@@ -48,6 +48,7 @@ class Ingestor:
     closer: WindowCloser
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _subscription: JetStreamContext.PullSubscription | None = None
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     handled: int = 0  # messages this replica applied (for logs and tests)
 
     async def start(self) -> None:
@@ -67,7 +68,8 @@ class Ingestor:
                 self.closer.notify(tenant, buffer.conversation_id)
 
         async def pull() -> None:
-            while True:
+            # A stop flag, not only cancellation: nats-py's fetch can turn a cancel into a timeout.
+            while not self._stopping.is_set():
                 try:
                     batch = await subscription.fetch(self.settings.fetch_batch, timeout=1.0)
                 except (NatsTimeout, TimeoutError):
@@ -79,11 +81,14 @@ class Ingestor:
                 await settler.run(batch, handle)
 
         self._tasks = [asyncio.create_task(pull(), name="ingestor-pull"),
-                       asyncio.create_task(self.closer.run(), name="ingestor-closer")]
+                       asyncio.create_task(self.closer.run(self._stopping), name="ingestor-closer")]
 
     async def stop(self) -> None:
         """Stop consuming, then write every window this replica can see sealed; open turns stay in the KV."""
-        for task in self._tasks:
+        self._stopping.set()
+        self.closer.wake()
+        _, still_running = await asyncio.wait(self._tasks, timeout=5.0)
+        for task in still_running:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._subscription is not None:
