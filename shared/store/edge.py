@@ -7,6 +7,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from shared.store import scope as scoping
+from shared.store.hits import ByIdMixin, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -59,7 +60,7 @@ def _ids(points: list[Any]) -> list[str]:
     return [str(p.id) for p in points]
 
 
-class EdgeStore:
+class EdgeStore(ByIdMixin):
     """Store on Qdrant Edge. Calls run in worker threads so the event loop never blocks on the engine."""
 
     def __init__(self, shard: qe.EdgeShard) -> None:
@@ -118,28 +119,7 @@ class EdgeStore:
             requests += [qe.QueryRequest(limit=prefetch_limit, query=dense_q, filter=flt),
                          qe.QueryRequest(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)]
         results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(requests))
-        ranks: list[dict[str, tuple[int, float]]] = [
-            {str(p.id): (rank, float(p.score)) for rank, p in enumerate(res, start=1)} for res in results[1:]]
-        out = []
-        for point in results[0]:
-            pid = str(point.id)
-            dense_hit = ranks[0].get(pid) if explain else None
-            sparse_hit = ranks[1].get(pid) if explain else None
-            vector = point.vector.get(DENSE) if with_vectors and isinstance(point.vector, dict) else None
-            out.append(ScoredEntry(
-                entry=MemoryEntry.from_point(pid, point.payload or {}), score=float(point.score),
-                dense_rank=dense_hit[0] if dense_hit else None, dense_score=dense_hit[1] if dense_hit else None,
-                sparse_rank=sparse_hit[0] if sparse_hit else None, sparse_score=sparse_hit[1] if sparse_hit else None,
-                vector=list(vector) if vector is not None else None))
-        return out
-
-    async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
-        """Entries by id, only those inside the scope, in the order asked."""
-        if not ids:
-            return []
-        page = await self.scroll(scope, entry_filter=EntryFilter(ids=ids), limit=len(ids))
-        by_id = {e.id: e for e in page.entries}
-        return [by_id[i] for i in ids if i in by_id]
+        return to_hits(results[0], results[1:], with_vectors)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None) -> Page:
@@ -154,12 +134,6 @@ class EdgeStore:
         """How many entries match."""
         request = qe.CountRequest(exact=True, filter=_filter(scope, entry_filter))
         return int(await self._read(self._shard.count, request))
-
-    async def delete(self, scope: Scope, ids: list[str]) -> int:
-        """Delete entries by id inside the scope."""
-        if not ids:
-            return 0
-        return await self.delete_where(scope, EntryFilter(ids=ids))
 
     async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """Delete every entry matching the scope and filter."""

@@ -7,6 +7,7 @@ from qdrant_client import models as qm
 
 from shared.errors import Unavailable
 from shared.store import scope as scoping
+from shared.store.hits import ByIdMixin, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -48,7 +49,7 @@ def _sparse(vectors: Vectors) -> qm.SparseVector:
     return qm.SparseVector(indices=list(vectors.sparse.indices), values=list(vectors.sparse.values))
 
 
-class ClientStore:
+class ClientStore(ByIdMixin):
     """Store on qdrant-client's AsyncQdrantClient: same behaviour as EdgeStore, over HTTP/gRPC or local mode."""
 
     def __init__(self, client: AsyncQdrantClient, collection: str) -> None:
@@ -108,27 +109,7 @@ class ClientStore:
                          qm.QueryRequest(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt,
                                          params=idf)]
         results = await self._client.query_batch_points(self._collection, requests=requests)
-        ranks = [{str(p.id): (rank, float(p.score)) for rank, p in enumerate(r.points, start=1)} for r in results[1:]]
-        out = []
-        for point in results[0].points:
-            pid = str(point.id)
-            dense_hit = ranks[0].get(pid) if explain else None
-            sparse_hit = ranks[1].get(pid) if explain else None
-            vector = point.vector.get(DENSE) if with_vectors and isinstance(point.vector, dict) else None
-            out.append(ScoredEntry(
-                entry=MemoryEntry.from_point(pid, point.payload or {}), score=float(point.score),
-                dense_rank=dense_hit[0] if dense_hit else None, dense_score=dense_hit[1] if dense_hit else None,
-                sparse_rank=sparse_hit[0] if sparse_hit else None, sparse_score=sparse_hit[1] if sparse_hit else None,
-                vector=list(vector) if isinstance(vector, list) else None))
-        return out
-
-    async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
-        """Entries by id, only those inside the scope, in the order asked."""
-        if not ids:
-            return []
-        page = await self.scroll(scope, entry_filter=EntryFilter(ids=ids), limit=len(ids))
-        by_id = {e.id: e for e in page.entries}
-        return [by_id[i] for i in ids if i in by_id]
+        return to_hits(results[0].points, [r.points for r in results[1:]], with_vectors)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None) -> Page:
@@ -143,12 +124,6 @@ class ClientStore:
         """How many entries match."""
         result = await self._client.count(self._collection, count_filter=_filter(scope, entry_filter), exact=True)
         return int(result.count)
-
-    async def delete(self, scope: Scope, ids: list[str]) -> int:
-        """Delete entries by id inside the scope."""
-        if not ids:
-            return 0
-        return await self.delete_where(scope, EntryFilter(ids=ids))
 
     async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """Delete every entry matching the scope and filter."""
