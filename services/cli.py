@@ -19,6 +19,7 @@ from shared import subjects
 from shared.client import MemoryClient, wait_until_stored
 from shared.contract import EntriesRequest, EntryView, RecallFilters, RecallResponse
 from shared.errors import EngramError
+from shared.evaluation.locomo_run import EvalReport
 from shared.settings import Settings
 from shared.sources import read_turns
 
@@ -289,6 +290,83 @@ def demo(tenant: TenantOpt = "demo", nats_url: NatsOpt = None) -> None:
     """Ingest a small bundled conversation and show a few recalls (starts engram if none answers)."""
     settings = _settings()
     _run(_demo(settings, nats_url, tenant))
+
+
+eval_app = typer.Typer(help="Measure retrieval quality against baselines.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+def _print_report(report: EvalReport) -> None:
+    from shared.evaluation.report import COLUMNS, table_rows
+
+    conversations = sorted({s.conversation for s in report.scores})
+    for k in report.ks:
+        table = Table(title=f"LoCoMo evidence recall, mean of {', '.join(conversations)}, k = {k}")
+        for column in COLUMNS:
+            table.add_column(column, justify="left" if column == "system" else "right")
+        for values in table_rows(report, k, short=True):
+            table.add_row(*values)
+        console.print(table)
+    console.print(f"recall over NATS: p50 {report.latency.p50_ms:.1f} ms, p95 {report.latency.p95_ms:.1f} ms; "
+                  + "; ".join(f"{i.conversation} ingested at {i.turns_per_s:.1f} turns/s" for i in report.ingest))
+
+
+async def _eval(settings: Settings, files: list[Path], ks: list[int], mode: str, budget: int | None,
+                out: Path) -> None:
+    from shared.embedding import open_embedder
+    from shared.evaluation import locomo_run
+    from shared.evaluation import report as reporting
+
+    embedder = open_embedder(settings)
+
+    async def evaluate_against(url: str) -> EvalReport:
+        async def client_for(tenant: str) -> MemoryClient:
+            return await MemoryClient.connect(url, tenant, settings.subject_prefix, timeout_s=60)
+
+        return await locomo_run.run(client_for, settings, files, ks, mode, embedder, budget,
+                                    progress=lambda message: console.print(f"[dim]{message}[/dim]"))
+
+    try:
+        if settings.nats_url:
+            result = await evaluate_against(settings.nats_url)
+        else:
+            with tempfile.TemporaryDirectory(prefix="engram-eval-") as folder:
+                local = settings.model_copy(update={"data_dir": Path(folder), "nats_port": 0, "http_port": 0})
+                logging.getLogger().setLevel(logging.WARNING)
+                async with running(local) as state:
+                    result = await evaluate_against(state.nats_url)
+    finally:
+        await embedder.close()
+    _print_report(result)
+    json_path, md_path = reporting.write(result, out)
+    console.print(f"wrote {json_path} and {md_path}")
+
+
+@eval_app.command("locomo")
+def eval_locomo(files: Annotated[list[Path] | None, typer.Argument(help="LoCoMo JSON files (default: every file "
+                                                                         "in ENGRAM_LOCOMO_DIR)")] = None,
+                k: str = typer.Option("1,5,10,20", "-k", help="comma-separated k values"),
+                mode: str = typer.Option("fast", "--mode", help="fast or deep"),
+                budget: int | None = typer.Option(None, "--budget", help="token_budget of every recall"),
+                out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
+                                         help="folder for report.json and report.md")) -> None:
+    """Publish LoCoMo conversations through NATS, ask every question, and score engram against baselines."""
+    settings = _settings()
+    from shared import locomo
+
+    paths = files or locomo.files(settings.locomo_dir)
+    if not paths:
+        err.print(f"[red]no LoCoMo files in {settings.locomo_dir.resolve()}[/red] (set ENGRAM_LOCOMO_DIR)")
+        raise typer.Exit(2)
+    try:
+        ks = sorted({int(x) for x in k.split(",") if x.strip()})
+    except ValueError as exc:
+        err.print(f"[red]-k takes comma-separated whole numbers, got {k!r}[/red]")
+        raise typer.Exit(2) from exc
+    if not ks or min(ks) < 1 or max(ks) > 100:
+        err.print("[red]-k values must be between 1 and 100[/red]")
+        raise typer.Exit(2)
+    _run(_eval(settings, paths, ks, mode, budget, out))
 
 
 def main() -> None:

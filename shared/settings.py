@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     prefetch_limit: int = Field(default=40, ge=1, le=1000)
     rrf_k: int = Field(default=3, ge=1, le=1000)
     mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)  # None: no diversity pass
+    neighbor_weight: float = Field(default=0.0, ge=0.0, le=2.0)  # share of an adjacent window's score an entry gets
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"

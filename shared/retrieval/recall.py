@@ -72,6 +72,34 @@ def _boost(hits: list[ScoredEntry], query: str, query_plan: QueryPlan,
     return boosted, reasons
 
 
+def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """Give each hit a share of the best score of its adjacent windows (same conversation) among the hits.
+
+    A turn's meaning often sits in the window next to it ("tomorrow" here, "the grand opening" there).
+    """
+    reasons: dict[str, list[str]] = {}
+    if not weight or len(hits) < 2:
+        return hits, reasons
+    by_conversation: dict[str, list[ScoredEntry]] = {}
+    for hit in hits:
+        by_conversation.setdefault(hit.entry.conversation_id, []).append(hit)
+    bonus: dict[str, float] = {}
+    for group in by_conversation.values():
+        group.sort(key=lambda h: (h.entry.occurred_at, h.entry.source_turn_ids))
+        for i, hit in enumerate(group):
+            neighbours = [group[j].score for j in (i - 1, i + 1) if 0 <= j < len(group)]
+            if neighbours:
+                bonus[hit.entry.id] = weight * max(neighbours)
+    out = []
+    for hit in hits:
+        extra = bonus.get(hit.entry.id, 0.0)
+        if extra:
+            reasons[hit.entry.id] = [f"adjacent window matched (+{extra:.3f})"]
+        out.append(hit.model_copy(update={"score": hit.score + extra}))
+    out.sort(key=lambda h: h.score, reverse=True)
+    return out, reasons
+
+
 def _matched_terms(text: str, terms: list[str]) -> list[str]:
     lowered = text.lower()
     return [t for t in terms if t in lowered]
@@ -98,6 +126,9 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         explain=request.explain, with_vectors=use_mmr)
     searched = time.perf_counter()
     hits, boosts = _boost(hits, request.query, query_plan, settings)
+    hits, smoothed = _smooth(hits, settings.neighbor_weight)
+    for entry_id, why in smoothed.items():
+        boosts.setdefault(entry_id, []).extend(why)
     if use_mmr and settings.mmr_lambda is not None:
         hits = mmr(hits, request.k, settings.mmr_lambda)
     hits = hits[:request.k]

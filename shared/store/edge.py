@@ -2,7 +2,7 @@
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import qdrant_edge as qe
 
@@ -120,6 +120,19 @@ class EdgeStore(ByIdMixin):
                          qe.QueryRequest(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)]
         results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(requests))
         return to_hits(results[0], results[1:], with_vectors)
+
+    async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
+                     entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
+        """One vector alone (dense or sparse), under the scope's filter."""
+        flt = _filter(scope, entry_filter)
+        if using == DENSE:
+            request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE),
+                                      filter=flt, with_payload=True)
+        else:
+            sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
+            request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
+                                      with_payload=True, params=_tenant_idf(scope))
+        return to_hits(await self._read(self._shard.query, request), [], with_vectors=False)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None) -> Page:

@@ -1,5 +1,5 @@
 """The Store protocol: one async interface over Qdrant Edge and qdrant-client."""
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from shared.store.model import EntryFilter, MemoryEntry, Page, Scope, ScoredEntry, StoredEntry, Vectors
 
@@ -14,6 +14,10 @@ class Store(Protocol):
                            prefetch_limit: int = 40, rrf_k: int = 3, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
         """Dense and sparse prefetch fused (RRF) in the store; with explain, each hit's per-search ranks."""
+
+    async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
+                     entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
+        """One vector alone (dense or sparse), under the scope's filter."""
 
     async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
         """Entries by id, only those inside the scope."""

@@ -1,6 +1,6 @@
 """qdrant-client backend: a Qdrant server or cluster at ENGRAM_QDRANT_URL (or the client's local mode in tests)."""
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
@@ -110,6 +110,19 @@ class ClientStore(ByIdMixin):
                                          params=idf)]
         results = await self._client.query_batch_points(self._collection, requests=requests)
         return to_hits(results[0].points, [r.points for r in results[1:]], with_vectors)
+
+    async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
+                     entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
+        """One vector alone (dense or sparse), under the scope's filter."""
+        flt = _filter(scope, entry_filter)
+        if using == DENSE:
+            result = await self._client.query_points(self._collection, query=list(vectors.dense), using=DENSE,
+                                                     query_filter=flt, limit=limit, with_payload=True)
+        else:
+            result = await self._client.query_points(self._collection, query=_sparse(vectors), using=SPARSE,
+                                                     query_filter=flt, limit=limit, with_payload=True,
+                                                     search_params=_tenant_idf(scope))
+        return to_hits(result.points, [], with_vectors=False)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None) -> Page:

@@ -138,6 +138,12 @@ async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Sto
     assert by_text["both"].dense_rank == 2 and by_text["both"].sparse_rank == 2
     assert all(h.score > 0 for h in hits)
     assert hits[0].vector is None
+    dense_only = await store.search(scope, query([1, 0, 0, 0], [7, 8]), using="dense", limit=2)
+    assert [h.entry.text for h in dense_only] == ["close in meaning", "both"]
+    sparse_only = await store.search(scope, query([1, 0, 0, 0], [7, 8]), using="sparse", limit=2)
+    assert [h.entry.text for h in sparse_only] == ["shares the words", "both"]
+    other = await store.search(Scope(tenant_id=unique("t")), query([1, 0, 0, 0], [7, 8]), using="dense", limit=2)
+    assert other == []
     [with_vector] = await store.hybrid_query(scope, query([1, 0, 0, 0], [7, 8]), limit=1, with_vectors=True)
     assert with_vector.vector is not None and len(with_vector.vector) == 4
 

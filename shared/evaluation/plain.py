@@ -1,4 +1,4 @@
-"""Evidence recall on LoCoMo through the plain-function path (no broker): the quality engram guards."""
+"""Evidence recall on LoCoMo through the plain-function path (no broker): the quality floor the tests guard."""
 import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime

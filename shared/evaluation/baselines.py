@@ -1,0 +1,112 @@
+"""The simple designs a user would otherwise build, scored on the same data with the same embedder and store.
+
+(a) dense top-k over single turns, (b) BM25 top-k over single turns, (c) turn pairs, dense,
+(d) hybrid RRF over single turns, (e) non-overlapping 6-turn session windows prefixed with the session date,
+hybrid RRF. Hybrid baselines fuse in the store exactly as engram does (same RRF constant).
+"""
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from shared import locomo
+from shared.compress import IMAGE_CAPTION_KEY
+from shared.contract import Turn
+from shared.embedding import Bm25Encoder, Embedder
+from shared.evaluation.scoring import Row, row
+from shared.retrieval.render import render
+from shared.store import MemoryEntry, Scope, ScoredEntry, Store, StoredEntry, Vectors, entry_id
+
+Search = Literal["dense", "sparse", "hybrid"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One retrievable item of a baseline: its text and the turns it stands for."""
+
+    text: str
+    sources: list[str]
+    occurred_at: datetime
+
+
+def _line(turn: Turn) -> str:
+    caption = turn.metadata.get(IMAGE_CAPTION_KEY)
+    return f"{turn.speaker}: {turn.text}" + (f" [shares a photo: {caption}]" if caption else "")
+
+
+def single_turns(conversation: locomo.Conversation) -> list[Unit]:
+    """Each turn alone."""
+    return [Unit(_line(t), [t.turn_id], t.ts) for t in conversation.turns]
+
+
+def turn_pairs(conversation: locomo.Conversation) -> list[Unit]:
+    """Consecutive pairs of turns within a session (a common user/assistant archive)."""
+    return [Unit("\n".join(_line(t) for t in session[i:i + 2]), [t.turn_id for t in session[i:i + 2]], session[i].ts)
+            for session in conversation.sessions for i in range(0, len(session), 2)]
+
+
+def session_windows(conversation: locomo.Conversation, size: int = 6) -> list[Unit]:
+    """Non-overlapping windows of `size` turns per session, prefixed with the session date."""
+    units = []
+    for session in conversation.sessions:
+        day = session[0].ts.strftime("%d %B %Y").lstrip("0")
+        for i in range(0, len(session), size):
+            window = session[i:i + size]
+            units.append(Unit(f"[{day}] " + "\n".join(_line(t) for t in window), [t.turn_id for t in window],
+                              window[0].ts))
+    return units
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A named baseline: how it cuts the conversation and how it searches."""
+
+    name: str
+    short: str
+    label: str
+    units: Callable[[locomo.Conversation], list[Unit]]
+    search: Search
+
+
+BASELINES = [
+    Baseline("dense-turns", "(a) dense turns", "(a) dense, single turns", single_turns, "dense"),
+    Baseline("bm25-turns", "(b) bm25 turns", "(b) BM25, single turns", single_turns, "sparse"),
+    Baseline("dense-pairs", "(c) dense pairs", "(c) dense, turn pairs", turn_pairs, "dense"),
+    Baseline("hybrid-turns", "(d) hybrid turns", "(d) hybrid RRF, single turns", single_turns, "hybrid"),
+    Baseline("hybrid-windows6", "(e) hybrid win6", "(e) hybrid RRF, 6-turn session windows + date",
+             session_windows, "hybrid"),
+]
+
+
+async def index(store: Store, embedder: Embedder, bm25: Bm25Encoder, tenant: str, units: list[Unit],
+                conversation_id: str) -> None:
+    """Store a baseline's units (one batch of embeddings) under its own tenant."""
+    now = datetime.now(UTC)
+    texts = [u.text for u in units]
+    dense = await embedder.passages(texts)
+    items = [StoredEntry(entry=MemoryEntry(
+        id=entry_id(tenant, conversation_id, u.sources), tenant_id=tenant, conversation_id=conversation_id, text=u.text,
+        occurred_at=u.occurred_at, created_at=now, updated_at=now, source_turn_ids=u.sources),
+        vectors=Vectors(dense=d, sparse=bm25.document(u.text))) for u, d in zip(units, dense, strict=True)]
+    await store.upsert(items)
+
+
+async def answer(store: Store, embedder: Embedder, bm25: Bm25Encoder, tenant: str, baseline: Baseline,
+                 questions: list[locomo.Question], ks: list[int], rrf_k: int,
+                 encoding: str) -> dict[int, list[Row]]:
+    """Rows for every question at every k (one search at the largest k; prefixes for the smaller ones)."""
+    top = max(ks)
+    vectors = await embedder.queries([q.question for q in questions])
+    scope = Scope(tenant_id=tenant)
+    out: dict[int, list[Row]] = {k: [] for k in ks}
+    for question, dense in zip(questions, vectors, strict=True):
+        query = Vectors(dense=dense, sparse=bm25.query(question.question))
+        hits: list[ScoredEntry]
+        if baseline.search == "hybrid":
+            hits = await store.hybrid_query(scope, query, limit=top, prefetch_limit=max(40, top), rrf_k=rrf_k)
+        else:
+            hits = await store.search(scope, query, using=baseline.search, limit=top)
+        for k in ks:
+            _, tokens, _ = render(hits[:k], [], None, encoding)
+            out[k].append(row(question, [h.entry.source_turn_ids for h in hits[:k]], tokens))
+    return out

