@@ -29,7 +29,8 @@ def average(report: EvalReport, system: str, k: int) -> dict[str, float]:
     return out
 
 
-def table_rows(report: EvalReport, k: int, conversation: str | None = None, short: bool = False) -> list[list[str]]:
+def table_rows(report: EvalReport, k: int, conversation: str | None = None,
+               short: bool = False) -> list[list[str]]:
     """One row per system at k, for one conversation or averaged over all."""
     systems = [ENGRAM, *[b.name for b in BASELINES]]
     out = []
