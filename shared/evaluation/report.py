@@ -41,7 +41,8 @@ def table_rows(report: EvalReport, k: int, conversation: str | None = None,
             [s] = [s for s in report.scores if s.system == system and s.k == k and s.conversation == conversation]
             v = _values(s)
         cats = [("—" if v[f"cat{c}"] != v[f"cat{c}"] else f"{v[f'cat{c}']:.3f}") for c in (1, 2, 3, 4)]
-        out.append([(SHORT if short else LABELS)[system], f"{v['all']:.3f}", f"{v['any']:.3f}", f"{v['frac']:.3f}", *cats,
+        label = (SHORT if short else LABELS)[system]
+        out.append([label, f"{v['all']:.3f}", f"{v['any']:.3f}", f"{v['frac']:.3f}", *cats,
                     f"{v['tokens']:.0f}", f"{v['ratio']:.1%}"])
     return out
 
