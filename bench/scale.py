@@ -1,0 +1,149 @@
+"""Scale: synthetic entries (random unit vectors; 100 tenants x 100 users) in Qdrant Edge at growing sizes.
+
+For each size: upsert rate, index build time, store-only query latency and end-to-end recall latency (the
+retrieval path with a precomputed query vector), resident memory and disk. qdrant-client's local mode is
+measured at the smallest size for contrast.
+"""
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_client import AsyncQdrantClient
+
+from bench.stats import percentiles
+from shared.contract import RecallRequest
+from shared.embedding import Bm25Encoder
+from shared.retrieval import Retrieval, search
+from shared.settings import Settings
+from shared.store import ClientStore, EdgeStore, MemoryEntry, Scope, Store, StoredEntry, Vectors
+
+DIM = 384
+TENANTS = 100
+USERS = 100
+QUERIES = 200
+WORDS = ("garden", "marathon", "guitar", "lisbon", "puppy", "recipe", "painting", "camping", "chemistry", "novel")
+
+
+class PrecomputedEmbedder:
+    """Hands back a vector computed ahead of time, so the benchmark measures everything but the model."""
+
+    dim = DIM
+
+    def __init__(self, vector: list[float]) -> None:
+        self.vector = vector
+
+    async def passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.vector for _ in texts]
+
+    async def queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.vector for _ in texts]
+
+    async def close(self) -> None:
+        return None
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _disk_mb(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 1e6
+
+
+async def _fill(store: Store, bm25: Bm25Encoder, rng: np.random.Generator, start: int, stop: int,
+                batch: int = 1000) -> float:
+    """Upsert entries start..stop; returns seconds."""
+    now = datetime.now(UTC)
+    took = 0.0
+    for first in range(start, stop, batch):
+        count = min(batch, stop - first)
+        vectors = _unit(rng, count)
+        items = []
+        for i in range(count):
+            n = first + i
+            text = f"entry {n} about {WORDS[n % len(WORDS)]} and {WORDS[(n // 7) % len(WORDS)]}"
+            entry = MemoryEntry(id=str(uuid.UUID(int=n + 1)), tenant_id=f"t{n % TENANTS}",
+                                user_id=f"u{(n // TENANTS) % USERS}", conversation_id=f"c{n % 5000}", text=text,
+                                occurred_at=now, created_at=now, updated_at=now, source_turn_ids=[f"turn-{n}"])
+            items.append(StoredEntry(entry=entry, vectors=Vectors(dense=vectors[i].tolist(),
+                                                                  sparse=bm25.document(text))))
+        started = time.perf_counter()
+        await store.upsert(items)
+        took += time.perf_counter() - started
+    return took
+
+
+async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder) -> dict[str, float]:
+    queries = _unit(rng, QUERIES)
+    samples = []
+    for i, q in enumerate(queries):
+        scope = Scope(tenant_id=f"t{i % TENANTS}", user_id=f"u{(i * 7) % USERS}")
+        vectors = Vectors(dense=q.tolist(), sparse=bm25.query(WORDS[i % len(WORDS)]))
+        started = time.perf_counter()
+        await store.hybrid_query(scope, vectors, limit=10)
+        samples.append((time.perf_counter() - started) * 1e3)
+    return percentiles(samples)
+
+
+async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder,
+                          settings: Settings) -> dict[str, float]:
+    samples = []
+    for i, q in enumerate(_unit(rng, QUERIES)):
+        retrieval = Retrieval(store, PrecomputedEmbedder(q.tolist()), bm25, settings)
+        request = RecallRequest(query=f"what about the {WORDS[i % len(WORDS)]}?", user_id=f"u{(i * 7) % USERS}")
+        started = time.perf_counter()
+        await search(retrieval, f"t{i % TENANTS}", request)
+        samples.append((time.perf_counter() - started) * 1e3)
+    return percentiles(samples)
+
+
+async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:
+    """Grow one Edge shard through `sizes`, measuring at each; then qdrant-client local mode at the smallest."""
+    rng = np.random.default_rng(7)
+    bm25 = Bm25Encoder(settings.bm25_language)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="engram-scale-") as tmp:
+        folder = Path(tmp) / "edge"
+        rss_before = _rss_mb()
+        store = EdgeStore.open(folder, DIM)
+        have = 0
+        for size in sorted(sizes):
+            upsert_s = await _fill(store, bm25, rng, have, size)
+            added = size - have
+            have = size
+            started = time.perf_counter()
+            await store.optimize()
+            index_s = time.perf_counter() - started
+            rows.append({"backend": "qdrant-edge", "entries": size, "upsert_per_s": added / upsert_s,
+                         "index_build_s": index_s, "store_query_ms": await _query_latency(store, rng, bm25),
+                         "recall_ms": await _recall_latency(store, rng, bm25, settings),
+                         "rss_mb": _rss_mb() - rss_before, "disk_mb": _disk_mb(folder)})
+        await store.close()
+        smallest = min(sizes)
+        local = await ClientStore.open(AsyncQdrantClient(location=":memory:"), "scale", DIM)
+        upsert_s = await _fill(local, bm25, np.random.default_rng(7), 0, smallest)
+        rows.append({"backend": "qdrant-client local", "entries": smallest, "upsert_per_s": smallest / upsert_s,
+                     "index_build_s": 0.0, "store_query_ms": await _query_latency(local, rng, bm25),
+                     "recall_ms": await _recall_latency(local, rng, bm25, settings), "rss_mb": None,
+                     "disk_mb": None})
+        await local.close()
+    edge = [r for r in rows if r["backend"] == "qdrant-edge"]
+    largest = max(edge, key=lambda r: r["entries"])
+    return {"rows": rows,
+            "p50_ratio_largest_to_smallest": largest["recall_ms"]["p50"] / edge[0]["recall_ms"]["p50"],
+            "rss_mb_per_100k": largest["rss_mb"] / (largest["entries"] / 100_000),
+            "disk_mb_per_100k": largest["disk_mb"] / (largest["entries"] / 100_000)}
