@@ -20,8 +20,14 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -ra
 
 lint: $(STAMP)
-	$(BIN)/ruff check shared services tests
+	$(BIN)/ruff check shared services tests bench
 	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench --out bench-out
+
+eval: $(STAMP)
+	$(BIN)/engram eval locomo --out eval-out
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

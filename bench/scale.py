@@ -49,7 +49,8 @@ class PrecomputedEmbedder:
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     v = rng.standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
 
 
 def _rss_mb() -> float:

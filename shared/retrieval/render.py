@@ -22,14 +22,17 @@ def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
     blocks: list[str] = []
     used = 0
     kept: list[ScoredEntry] = []
+    separator = tokens.count("\n\n", encoding)
+
+    def cost(text: str) -> int:
+        return tokens.count(text, encoding) + (separator if blocks else 0)
 
     def fits(text: str) -> bool:
-        cost = tokens.count(("\n\n" if blocks else "") + text, encoding)
-        return budget is None or used + cost <= budget
+        return budget is None or used + cost(text) <= budget
 
     def add(text: str) -> None:
         nonlocal used
-        used += tokens.count(("\n\n" if blocks else "") + text, encoding)
+        used += cost(text)
         blocks.append(text)
 
     if hits and fits(MEMORIES_HEADER):

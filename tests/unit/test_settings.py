@@ -39,3 +39,11 @@ def test_openai_embedder_needs_an_endpoint(monkeypatch: pytest.MonkeyPatch) -> N
 def test_settings_are_frozen() -> None:
     with pytest.raises(ValidationError):
         Settings().window_turns = 3  # type: ignore[misc]
+
+
+def test_every_setting_is_documented_in_the_readme() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    missing = [name for name in Settings.model_fields if f"`ENGRAM_{name.upper()}`" not in readme]
+    assert not missing, f"add these to the README's configuration table: {missing}"

@@ -1,0 +1,42 @@
+"""The benchmark commands run on tiny inputs and write well-formed results (numbers are not judged here)."""
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+SAMPLE = Path(__file__).parents[1] / "fixtures" / "mini_locomo.json"
+
+
+async def bench(*args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench", *args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT,
+                                                env={**os.environ, "COLUMNS": "200"})
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
+    assert proc.returncode == 0, out.decode()
+    return out.decode()
+
+
+async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tmp_path: Path) -> None:
+    out = await bench("--only", "pipeline", "--conversation", str(SAMPLE), "--rounds", "3", "--concurrency", "1,2",
+                      "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())
+    ingest, recall = results["pipeline"]["ingest"], results["pipeline"]["recall"]
+    assert ingest["turns"] == 11 and ingest["end_to_end_turns_per_s"] > 0 and ingest["efficiency"] > 0
+    assert [r["concurrency"] for r in recall["load"]] == [1, 2]
+    assert all(r["errors"] == 0 and r["answered"] == r["requests"] for r in recall["load"])
+    assert recall["floor"]["p50"] > 0 and recall["overhead_p50_c1"] > 0
+    assert results["machine"]["cores"] >= 1
+    assert (tmp_path / "recall.png").stat().st_size > 1000
+    assert "recall over NATS vs the floor" in out
+
+
+async def test_scale_bench_grows_a_shard_and_contrasts_local_mode(tmp_path: Path) -> None:
+    await bench("--only", "scale", "--sizes", "300,600", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())
+    rows = results["scale"]["rows"]
+    assert [(r["backend"], r["entries"]) for r in rows] == [("qdrant-edge", 300), ("qdrant-edge", 600),
+                                                           ("qdrant-client local", 300)]
+    assert all(r["store_query_ms"]["p50"] > 0 and r["recall_ms"]["p50"] > 0 for r in rows)
+    assert results["scale"]["rss_mb_per_100k"] > 0
+    assert (tmp_path / "scale.png").stat().st_size > 1000
