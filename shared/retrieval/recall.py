@@ -1,5 +1,6 @@
 """The recall path as a plain function: embed, scope, hybrid search, boosts, diversity, render."""
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,6 +13,8 @@ from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan, query_terms
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, ScoredEntry, Store, Vectors
+
+log = logging.getLogger("engram.retrieval")
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,10 @@ async def warm_up(retrieval: Retrieval) -> None:
     await asyncio.to_thread(plan, query, datetime.now(UTC), retrieval.settings.bm25_language)
     await asyncio.to_thread(retrieval.sparse.query, query)
     await asyncio.to_thread(tokens.count, query, retrieval.settings.tokenizer)
-    await retrieval.embedder.queries([query])
+    try:
+        await retrieval.embedder.queries([query])
+    except Exception as exc:  # an endpoint that is down must not keep the service from starting
+        log.warning("embedder warm-up failed (%s); recalls will say so until it answers", exc)
 
 
 async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, working_memory: list[Turn] | None = None,
