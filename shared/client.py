@@ -122,6 +122,14 @@ class MemoryClient:
         return result
 
 
+async def publish_sessions(client: MemoryClient, sessions: Sequence[Sequence[Turn]]) -> None:
+    """Publish each conversation's turns and flush it, as a chat product does at the end of a session."""
+    for turns in sessions:
+        if turns:
+            await client.publish_turns(turns)
+            await client.flush(turns[0].conversation_id)
+
+
 async def wait_until_stored(client: MemoryClient, turns: Sequence[Turn], timeout_s: float = 120.0,
                             interval_s: float = 0.5) -> None:
     """Wait until every turn is a source of some stored entry (flush the conversations first)."""

@@ -25,20 +25,20 @@ async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, p
     check_tenant(turn, tenant)
     when = now or datetime.now(UTC)
 
-    def change(current: Buffer) -> tuple[Buffer, bool]:
+    def change(current: Buffer) -> tuple[Buffer, tuple[bool, int]]:
         if len(current.sealed) >= policy.max_pending_windows:
             # Writing is failing or far behind: leave the turn in the stream and let it come back later.
             raise Unavailable(f"conversation {turn.conversation_id!r} has {len(current.sealed)} windows "
                               f"waiting to be written; retrying turn {turn.turn_id!r} later")
-        return buffers.append(current, turn, seq, when, window_turns=policy.window_turns,
-                              recent_turns=policy.recent_turns)
+        after, new = buffers.append(current, turn, seq, when, window_turns=policy.window_turns,
+                                    recent_turns=policy.recent_turns)
+        return after, (new, len(after.sealed) - len(current.sealed))
 
-    before = await wm.get(tenant, turn.conversation_id)
-    after, new = await wm.update(tenant, turn.conversation_id, change)
+    after, (new, sealed_now) = await wm.update(tenant, turn.conversation_id, change)
     metrics.turns_total.labels("accepted" if new else "duplicate").inc()
-    sealed_now = len(after.sealed) - (len(before.sealed) if before else 0)
     if sealed_now > 0:
-        metrics.windows_sealed_total.labels("size").inc(sealed_now)
+        metrics.windows_sealed_total.labels("size" if new and seq >= after.flushed_through else "flush").inc(
+            sealed_now)
     return after, new
 
 
@@ -47,11 +47,14 @@ async def accept_flush(wm: WorkingMemory, *, tenant: str, flush: Flush, seq: int
     """Seal every open turn of the conversation published before this flush."""
     check_tenant(flush, tenant)
     when = now or datetime.now(UTC)
-    before = await wm.get(tenant, flush.conversation_id)
-    after, _ = await wm.update(tenant, flush.conversation_id, lambda b: (buffers.flush(b, seq, when), None))
+    def change(current: Buffer) -> tuple[Buffer, int]:
+        after = buffers.flush(current, seq, when)
+        return after, len(after.sealed) - len(current.sealed)
+
+    after, sealed_now = await wm.update(tenant, flush.conversation_id, change)
     metrics.flushes_total.inc()
-    if len(after.sealed) > (len(before.sealed) if before else 0):
-        metrics.windows_sealed_total.labels("flush").inc()
+    if sealed_now > 0:
+        metrics.windows_sealed_total.labels("flush").inc(sealed_now)
     return after
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shared import locomo, tokens
-from shared.client import MemoryClient, wait_until_stored
+from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.contract import RecallRequest
 from shared.embedding import Bm25Encoder, Embedder
 from shared.evaluation import baselines
@@ -89,9 +89,7 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Se
                 progress(f"{name}: publishing {len(conversation.turns)} turns")
                 async with await client_for(tenant) as client:
                     started = time.perf_counter()
-                    for session in conversation.sessions:
-                        await client.publish_turns(session)
-                        await client.flush(session[0].conversation_id)
+                    await publish_sessions(client, conversation.sessions)
                     await wait_until_stored(client, conversation.turns, timeout_s=1800)
                     seconds = time.perf_counter() - started
                     report.ingest.append(Ingest(conversation=name, turns=len(conversation.turns), seconds=seconds,

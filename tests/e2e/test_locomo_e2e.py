@@ -5,7 +5,7 @@ from pathlib import Path
 
 from services.runtime import Running
 from shared import locomo
-from shared.client import MemoryClient, wait_until_stored
+from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.evaluation import evaluate, ingest_conversation
 from tests.conftest import unique
 
@@ -15,9 +15,7 @@ async def test_locomo_26_through_nats_matches_the_plain_function_path(stack: Run
     tenant = unique("locomo-e2e")
     started = time.perf_counter()
     async with await MemoryClient.connect(stack.nats_url, tenant, timeout_s=30) as client:
-        for session in conversation.sessions:  # one conversation_id per session, flushed after it
-            await client.publish_turns(session)
-            await client.flush(session[0].conversation_id)
+        await publish_sessions(client, conversation.sessions)  # one conversation_id per session, flushed
         await wait_until_stored(client, conversation.turns, timeout_s=300)
         ingest_s = time.perf_counter() - started
         rows, latencies = [], []
