@@ -13,7 +13,7 @@ from services.ingestor.app import Ingestor
 from services.retriever import app as retriever_app
 from shared import http, nats_server
 from shared.deps import Deps, open_deps
-from shared.embedding import open_embedder
+from shared.embedding import embedding_dim
 from shared.retrieval import warm_up
 from shared.settings import Settings
 from shared.store import Store, open_store
@@ -53,10 +53,7 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
     """
     async with contextlib.AsyncExitStack() as stack:
         url = nats_url if nats_url is not None else await stack.enter_async_context(nats_url_for(settings))
-        probe = open_embedder(settings)
-        dim = probe.dim
-        await probe.close()
-        store: Store = await open_store(settings, dim)
+        store: Store = await open_store(settings, embedding_dim(settings))
         stack.push_async_callback(store.close)
         state = Running(nats_url=url, http_port=0)
         for i in range(ingestors):

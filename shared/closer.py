@@ -87,36 +87,51 @@ class WindowCloser:
     async def sweep(self, now: datetime | None = None) -> None:
         """Seal idle conversations, then write every sealed window older than the grace period."""
         now = now or datetime.now(UTC)
-        conversations = await self.wm.conversations()
-        for tenant, conversation_id in conversations:
-            buffer = await self.wm.get(tenant, conversation_id)
-            if buffer and buffer.open and buffer.last_turn_at and (
+        todo: list[tuple[str, str, SealedWindow]] = []
+        pending = 0
+        mine, self._mine = self._mine, set()
+        for tenant, conversation_id in await self.wm.conversations():
+            buffer = await self.wm.get(tenant, conversation_id)  # the one read of this buffer in this sweep
+            if buffer is None:
+                continue
+            if buffer.open and buffer.last_turn_at and (
                     (now - buffer.last_turn_at).total_seconds() >= self.policy.idle_timeout_s):
-                after, _ = await self.wm.update(
+                sealed_before = len(buffer.sealed)
+                buffer, _ = await self.wm.update(
                     tenant, conversation_id,
                     lambda b: (buffers.seal_idle(b, now, self.policy.idle_timeout_s), None))
-                if len(after.sealed) > len(buffer.sealed):
+                if len(buffer.sealed) > sealed_before:
                     metrics.windows_sealed_total.labels("idle").inc()
-                    self._mine.add((tenant, conversation_id))
-        mine, self._mine = self._mine, set()
-        await self.write_pending(sorted(mine), min_age_s=0.0)
-        await self.write_pending(conversations, min_age_s=self.policy.seal_grace_s)
+                    mine.add((tenant, conversation_id))
+            # What this replica sealed is written now; another replica's work only after the grace period.
+            min_age_s = 0.0 if (tenant, conversation_id) in mine else self.policy.seal_grace_s
+            pending += len(buffer.sealed)
+            todo += self._due(tenant, conversation_id, buffer.sealed, now, min_age_s)
+        metrics.pending_windows.set(pending)
+        await self._write_all(todo)
+
+    def _due(self, tenant: str, conversation_id: str, sealed: list[SealedWindow], now: datetime,
+             min_age_s: float) -> list[tuple[str, str, SealedWindow]]:
+        """The sealed windows old enough to write and not backing off after a failure."""
+        due = []
+        for window in sealed:
+            backoff = self._backoff.get((tenant, tuple(window.turn_ids)))
+            if backoff and backoff.next_at > time.monotonic():
+                continue
+            if (now - window.sealed_at).total_seconds() >= min_age_s:
+                due.append((tenant, conversation_id, window))
+        return due
 
     async def write_pending(self, conversations: list[tuple[str, str]], min_age_s: float) -> int:
         """Write the sealed windows of these conversations that are at least `min_age_s` old. Returns how many."""
         now = datetime.now(UTC)
         todo: list[tuple[str, str, SealedWindow]] = []
-        pending = 0
         for tenant, conversation_id in conversations:
             buffer = await self.wm.get(tenant, conversation_id)
-            for window in buffer.sealed if buffer else []:
-                pending += 1
-                backoff = self._backoff.get((tenant, tuple(window.turn_ids)))
-                if backoff and backoff.next_at > time.monotonic():
-                    continue
-                if (now - window.sealed_at).total_seconds() >= min_age_s:
-                    todo.append((tenant, conversation_id, window))
-        metrics.pending_windows.set(pending)
+            todo += self._due(tenant, conversation_id, buffer.sealed if buffer else [], now, min_age_s)
+        return await self._write_all(todo)
+
+    async def _write_all(self, todo: list[tuple[str, str, SealedWindow]]) -> int:
         written = 0
         for start in range(0, len(todo), self.policy.max_batch_windows):
             written += await self._write(todo[start:start + self.policy.max_batch_windows])

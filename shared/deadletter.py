@@ -40,18 +40,6 @@ def retry_delay_s(deliveries: int) -> float:
     return float(min(30, 2 ** max(0, deliveries - 1)))
 
 
-def _tenant_of(subject: str) -> str:
-    parts = subject.split(".")
-    return parts[1] if len(parts) > 2 and parts[1] and parts[1] != RESERVED_TENANT else "unknown"
-
-
-def _tenant_and_kind(subject: str) -> tuple[str, str]:
-    parts = subject.split(".")
-    if len(parts) != 3:
-        return "unknown", parts[-1] if parts else ""
-    return parts[1], parts[2]
-
-
 Handler = Callable[[str, str, bytes, int], Awaitable[None]]  # (tenant, kind, body, stream sequence)
 
 
@@ -68,7 +56,7 @@ class Settler:
         """Handle each message in stream order (so a conversation's turns are applied in the order published)."""
         for raw in sorted(messages, key=lambda m: m.metadata.sequence.stream if m.metadata else 0):
             started = time.perf_counter()
-            tenant, kind = _tenant_and_kind(raw.subject)
+            tenant, kind = subjects.parse(raw.subject)
             try:
                 await handle(tenant, kind, raw.data, raw.metadata.sequence.stream if raw.metadata else 0)
             except Exception as exc:  # every failure is settled here, and only here
@@ -94,7 +82,9 @@ class Settler:
             HEADER_SUBJECT: raw.subject, HEADER_DELIVERIES: str(deliveries), HEADER_SERVICE: self._service,
             HEADER_SEQUENCE: str(raw.metadata.sequence.stream) if raw.metadata else "",
         }
-        tenant = _tenant_of(raw.subject)
+        tenant, _ = subjects.parse(raw.subject)
+        if tenant == RESERVED_TENANT:  # `mem.dlq.…` belongs to dead letters themselves
+            tenant = "unknown"
         # Published before the ack: a crash in between redelivers the message, never loses it.
         await self._js.publish(subjects.dlq(self._prefix, tenant, self._service), raw.data, headers=headers)
         await raw.ack()

@@ -53,6 +53,14 @@ def dlq(prefix: str, tenant: str | None = None, service: str | None = None) -> s
     return ".".join((prefix, "dlq", tenant if tenant is not None else WILDCARD, service or ">"))
 
 
+def parse(subject: str) -> tuple[str, str]:
+    """(tenant, kind) of a `<prefix>.<tenant>.<kind>` subject; ("unknown", "") for any other shape."""
+    parts = subject.split(".")
+    if len(parts) != 3 or not parts[1]:
+        return "unknown", ""
+    return parts[1], parts[2]
+
+
 def nats_wildcard(pattern: str) -> str:
     """A FastStream-style pattern (`mem.{tenant}.turns`) as a plain NATS wildcard (`mem.*.turns`)."""
     return pattern.replace(WILDCARD, "*")

