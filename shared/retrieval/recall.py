@@ -115,10 +115,16 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     started = time.perf_counter()
     if request.mode == "deep":
         raise InvalidRequest("mode 'deep' plans sub-queries with an LLM and none is configured; use mode 'fast'")
-    query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
+    # The model runs on its own thread; planning and the BM25 query (both short) run here meanwhile.
+    embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
+    try:
+        query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
+        sparse = retrieval.sparse.query(request.query)
+    except BaseException:
+        embedding.cancel()
+        raise
     planned = time.perf_counter()
-    dense, sparse = await asyncio.gather(retrieval.embedder.queries([request.query]),
-                                         asyncio.to_thread(retrieval.sparse.query, request.query))
+    dense = await embedding
     embedded = time.perf_counter()
     entry_filter, applied = _entry_filter(request)
     use_mmr = settings.mmr_lambda is not None

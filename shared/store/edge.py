@@ -73,6 +73,9 @@ class EdgeStore(ByIdMixin):
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            hnsw_config=qe.HnswIndexConfig(m=scoping.HNSW_M, ef_construct=scoping.HNSW_EF_CONSTRUCT,
+                                           full_scan_threshold=scoping.FULL_SCAN_THRESHOLD_KB,
+                                           payload_m=scoping.HNSW_PAYLOAD_M),
         )
         if (path / "edge_config.json").exists() or any(path.glob("segments*")):
             shard = qe.EdgeShard.load(str(path), config)
@@ -80,9 +83,11 @@ class EdgeStore(ByIdMixin):
             path.mkdir(parents=True, exist_ok=True)
             shard = qe.EdgeShard.create(str(path), config)
         existing = shard.info().payload_schema
+        scoping.check_layout(set(existing), f"the Qdrant Edge shard in {path}")
         wanted: dict[str, Any] = {scoping.TENANT_FIELD: qe.KeywordIndexParams(is_tenant=True)}
-        wanted.update({name: qe.PayloadSchemaType.Keyword for name in scoping.KEYWORD_INDEXES})
-        wanted.update({name: qe.PayloadSchemaType.Datetime for name in scoping.DATETIME_INDEXES})
+        wanted.update({name: qe.KeywordIndexParams() for name in scoping.GRAPH_KEYWORD_INDEXES})
+        wanted.update({name: qe.KeywordIndexParams(enable_hnsw=False) for name in scoping.KEYWORD_INDEXES})
+        wanted.update({name: qe.DatetimeIndexParams(enable_hnsw=False) for name in scoping.DATETIME_INDEXES})
         for name, schema in wanted.items():
             if name not in existing:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))

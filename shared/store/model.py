@@ -11,6 +11,16 @@ from shared.contract import EntryKind, EntryView
 DENSE = "dense"
 SPARSE = "sparse"
 _ID_NAMESPACE = uuid.UUID("6f1c1d52-8f7e-4b8a-9a53-3e2f3b6f0e11")
+# Tenant-qualified copies of the user and conversation ids, kept in the payload for filtering: an id that
+# many tenants use ("user-1") still selects exactly one tenant's points in the index, so the engine's
+# cardinality estimate is exact and a small scope is scored directly instead of through the vector indexes.
+USER_KEY = "user_key"
+CONVERSATION_KEY = "conversation_key"
+
+
+def scoped_key(tenant: str, value: str) -> str:
+    """`<tenant>/<value>`: unambiguous, since tenant ids never contain '/'."""
+    return f"{tenant}/{value}"
 
 
 def entry_id(tenant: str, conversation_id: str, source_turn_ids: Iterable[str], kind: str = "episodic") -> str:
@@ -26,13 +36,16 @@ class MemoryEntry(EntryView):
     kind: EntryKind = "episodic"
 
     def payload(self) -> dict[str, Any]:
-        """The Qdrant payload (everything but the id), datetimes as RFC 3339 strings."""
-        return self.model_dump(mode="json", exclude={"id"})
+        """The Qdrant payload (everything but the id, plus the scope keys), datetimes as RFC 3339 strings."""
+        return {**self.model_dump(mode="json", exclude={"id"}),
+                USER_KEY: scoped_key(self.tenant_id, self.user_id) if self.user_id is not None else None,
+                CONVERSATION_KEY: scoped_key(self.tenant_id, self.conversation_id)}
 
     @classmethod
     def from_point(cls, point_id: object, payload: dict[str, Any]) -> "MemoryEntry":
         """Rebuild an entry from a stored point."""
-        return cls.model_validate({**payload, "id": str(point_id)})
+        fields = {k: v for k, v in payload.items() if k not in (USER_KEY, CONVERSATION_KEY)}
+        return cls.model_validate({**fields, "id": str(point_id)})
 
 
 class SparseVector(BaseModel):

@@ -69,15 +69,25 @@ class ClientStore(ByIdMixin):
                 collection,
                 vectors_config={DENSE: qm.VectorParams(size=dense_dim, distance=qm.Distance.COSINE)},
                 sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+                hnsw_config=qm.HnswConfigDiff(m=scoping.HNSW_M, payload_m=scoping.HNSW_PAYLOAD_M,
+                                              ef_construct=scoping.HNSW_EF_CONSTRUCT,
+                                              full_scan_threshold=scoping.FULL_SCAN_THRESHOLD_KB),
             )
         if not cls._is_local(client):  # local mode has no payload indexes (and warns if asked)
+            info = await client.get_collection(collection)
+            scoping.check_layout(set(info.payload_schema or {}), f"collection {collection!r}")
             await client.create_payload_index(
                 collection, scoping.TENANT_FIELD,
                 qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
+            for name in scoping.GRAPH_KEYWORD_INDEXES:
+                await client.create_payload_index(collection, name, qm.KeywordIndexParams(
+                    type=qm.KeywordIndexType.KEYWORD))
             for name in scoping.KEYWORD_INDEXES:
-                await client.create_payload_index(collection, name, qm.PayloadSchemaType.KEYWORD)
+                await client.create_payload_index(collection, name, qm.KeywordIndexParams(
+                    type=qm.KeywordIndexType.KEYWORD, enable_hnsw=False))
             for name in scoping.DATETIME_INDEXES:
-                await client.create_payload_index(collection, name, qm.PayloadSchemaType.DATETIME)
+                await client.create_payload_index(collection, name, qm.DatetimeIndexParams(
+                    type=qm.DatetimeIndexType.DATETIME, enable_hnsw=False))
         return cls(client, collection)
 
     @staticmethod

@@ -1,5 +1,6 @@
 """The one place where a scope and a filter become payload conditions; every backend query goes through it."""
-from shared.store.model import Condition, EntryFilter, Scope
+from shared.errors import ConfigError
+from shared.store.model import CONVERSATION_KEY, USER_KEY, Condition, EntryFilter, Scope, scoped_key
 
 TENANT_FIELD = "tenant_id"
 
@@ -10,9 +11,9 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
         raise TypeError(f"scope must be a Scope, got {type(scope).__name__}")
     out = [Condition(key=TENANT_FIELD, op="eq", value=scope.tenant_id)]
     if scope.user_id is not None:
-        out.append(Condition(key="user_id", op="eq", value=scope.user_id))
+        out.append(Condition(key=USER_KEY, op="eq", value=scoped_key(scope.tenant_id, scope.user_id)))
     if scope.conversation_id is not None:
-        out.append(Condition(key="conversation_id", op="eq", value=scope.conversation_id))
+        out.append(Condition(key=CONVERSATION_KEY, op="eq", value=scoped_key(scope.tenant_id, scope.conversation_id)))
     f = entry_filter or EntryFilter()
     if f.persons:
         out.append(Condition(key="persons", op="any", value=list(f.persons)))
@@ -31,6 +32,21 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
     return out
 
 
-# Payload fields with an index: keyword fields, plus the datetime one.
-KEYWORD_INDEXES = ("user_id", "conversation_id", "persons", "kind", "topic", "location")
+# Payload indexes. Every query is filtered by tenant, so there is no collection-wide HNSW graph (m=0): the engine
+# builds one graph per tenant (payload_m), and per user for users big enough to need one; a scope smaller than
+# the full-scan threshold is scored directly from the payload index. The other fields only narrow a scope and
+# get no graph of their own (`kind` alone would otherwise rebuild the whole collection's graph).
+GRAPH_KEYWORD_INDEXES = (USER_KEY,)
+KEYWORD_INDEXES = (CONVERSATION_KEY, "persons", "kind", "topic", "location", "superseded_by")
 DATETIME_INDEXES = ("occurred_at",)
+HNSW_M = 0          # no graph over all tenants together
+HNSW_PAYLOAD_M = 16  # per-tenant (and per big user) graphs
+HNSW_EF_CONSTRUCT = 100
+FULL_SCAN_THRESHOLD_KB = 10_000  # the engine's default: below this many KB of vectors a scope is scored directly
+
+
+def check_layout(indexed_fields: set[str], where: str) -> None:
+    """Refuse a store written before scopes were keyed by tenant (its entries lack the keys and would not match)."""
+    if "user_id" in indexed_fields and USER_KEY not in indexed_fields:
+        raise ConfigError(f"{where} was written by an older engram (entries filtered by user_id, not {USER_KEY}); "
+                          "re-ingest into a new data folder or collection")

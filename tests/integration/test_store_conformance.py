@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 from qdrant_client import AsyncQdrantClient
 
+from shared.errors import ConfigError
 from shared.store import (
     ClientStore,
     EdgeStore,
@@ -90,6 +91,20 @@ async def test_scope_narrows_to_user_and_conversation(store: Store) -> None:
     hits = await store.hybrid_query(Scope(tenant_id=tenant, user_id="u1", conversation_id="c2"),
                                     query([1, 0, 0, 0], [1]), limit=10)
     assert [h.entry.conversation_id for h in hits] == ["c2"]
+
+
+async def test_the_same_user_and_conversation_ids_in_two_tenants_stay_apart(store: Store) -> None:
+    mine, theirs = unique("t"), unique("t")
+    await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c1", text="mine"),
+                        item(theirs, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c1",
+                             text="theirs")])
+    for scope in (Scope(tenant_id=mine, user_id="u1"), Scope(tenant_id=mine, conversation_id="c1"),
+                  Scope(tenant_id=mine, user_id="u1", conversation_id="c1")):
+        hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [1]), limit=10)
+        assert [h.entry.text for h in hits] == ["mine"]
+        assert await store.count(scope) == 1
+    [entry] = (await store.scroll(Scope(tenant_id=mine, user_id="u1"))).entries
+    assert entry.user_id == "u1" and entry.conversation_id == "c1"  # the derived keys never reach callers
 
 
 async def test_payload_filters(store: Store) -> None:
@@ -199,3 +214,16 @@ async def test_edge_store_keeps_its_data_across_a_restart(tmp_path: Path) -> Non
         assert [h.entry.text for h in hits] == ["remember me"]
     finally:
         await second.close()
+
+
+async def test_a_shard_written_with_the_old_scope_layout_is_refused(tmp_path: Path) -> None:
+    import qdrant_edge as qe
+
+    shard = qe.EdgeShard.create(str(tmp_path / "old"), qe.EdgeConfig(
+        vectors={"dense": qe.EdgeVectorParams(size=4, distance=qe.Distance.Cosine)},
+        sparse_vectors={"sparse": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}))
+    shard.update(qe.UpdateOperation.create_field_index("user_id", qe.PayloadSchemaType.Keyword))
+    shard.flush()
+    shard.close()
+    with pytest.raises(ConfigError, match="older engram"):
+        EdgeStore.open(tmp_path / "old", 4)
