@@ -14,8 +14,12 @@ def _encoding(name: str) -> Any:
         return get_encoding(name)
 
 
+@functools.lru_cache(maxsize=8192)
 def count(text: str, encoding: str = "cl100k_base") -> int:
-    """How many tokens `text` costs a model using `encoding`."""
+    """How many tokens `text` costs a model using `encoding`.
+
+    Cached: a conversation's memories are recalled again at nearly every turn, and counting is most of rendering.
+    """
     return len(_encoding(encoding).encode_ordinary(text))
 
 

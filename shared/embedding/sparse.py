@@ -19,9 +19,9 @@ class Bm25Encoder:
         self._fallback = fallback_language
         _model(fallback_language)  # fail at startup, not on the first message, if the language is unknown
 
-    def document(self, text: str) -> SparseVector:
-        """Term-frequency weights of a stored text, analysed in its own language."""
-        vec = _model(language.detect(text, self._fallback)).embed_document(text)
+    def document(self, text: str, lang: str | None = None) -> SparseVector:
+        """Term-frequency weights of a stored text, analysed in its own language (detected unless given)."""
+        vec = _model(lang or language.detect(text, self._fallback)).embed_document(text)
         return SparseVector(indices=list(vec.indices), values=list(vec.values))
 
     def query(self, text: str) -> SparseVector:

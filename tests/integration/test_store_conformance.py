@@ -107,6 +107,27 @@ async def test_the_same_user_and_conversation_ids_in_two_tenants_stay_apart(stor
     assert entry.user_id == "u1" and entry.conversation_id == "c1"  # the derived keys never reach callers
 
 
+async def test_bm25_idf_counts_only_the_scope_s_own_entries(store: Store) -> None:
+    mine, theirs = unique("t"), unique("t")
+    await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", text="rare word"),
+                        item(mine, ["b"], dense=[0, 1, 0, 0], terms=[2], user="u1", text="other word")])
+
+    async def score(scope: Scope) -> float | None:
+        [hit] = await store.search(scope, query([1, 0, 0, 0], [1]), using="sparse", limit=1)
+        [explained] = await store.hybrid_query(scope, query([1, 0, 0, 0], [1]), limit=1, explain=True)
+        assert explained.sparse_score == pytest.approx(hit.score)
+        return hit.score
+
+    by_user, by_tenant = await score(Scope(tenant_id=mine, user_id="u1")), await score(Scope(tenant_id=mine))
+    # Term 1 becomes common elsewhere: in another tenant, and for another user of the same tenant.
+    await store.upsert([item(theirs, [f"x{i}"], dense=[1, 0, 0, 0], terms=[1], user="u1") for i in range(20)])
+    assert await score(Scope(tenant_id=mine, user_id="u1")) == pytest.approx(by_user)
+    assert await score(Scope(tenant_id=mine)) == pytest.approx(by_tenant)
+    await store.upsert([item(mine, [f"y{i}"], dense=[1, 0, 0, 0], terms=[1], user="u2") for i in range(20)])
+    assert await score(Scope(tenant_id=mine, user_id="u1")) == pytest.approx(by_user)
+    assert await score(Scope(tenant_id=mine)) < by_tenant  # the tenant's own statistics did change
+
+
 async def test_payload_filters(store: Store) -> None:
     tenant = unique("t")
     scope = Scope(tenant_id=tenant)
