@@ -74,7 +74,8 @@ class EdgeStore(ByIdMixin):
         """Open the shard in `path`, creating it (vectors, payload indexes) on first use."""
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(
+                modifier=qe.Modifier.Idf, full_scan_threshold=scoping.SPARSE_FULL_SCAN_THRESHOLD)},
             hnsw_config=qe.HnswIndexConfig(m=scoping.HNSW_M, ef_construct=scoping.HNSW_EF_CONSTRUCT,
                                            full_scan_threshold=scoping.FULL_SCAN_THRESHOLD_KB,
                                            payload_m=scoping.HNSW_PAYLOAD_M),

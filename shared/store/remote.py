@@ -70,7 +70,9 @@ class ClientStore(ByIdMixin):
             await client.create_collection(
                 collection,
                 vectors_config={DENSE: qm.VectorParams(size=dense_dim, distance=qm.Distance.COSINE)},
-                sparse_vectors_config={SPARSE: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
+                sparse_vectors_config={SPARSE: qm.SparseVectorParams(
+                    modifier=qm.Modifier.IDF,
+                    index=qm.SparseIndexParams(full_scan_threshold=scoping.SPARSE_FULL_SCAN_THRESHOLD))},
                 hnsw_config=qm.HnswConfigDiff(m=scoping.HNSW_M, payload_m=scoping.HNSW_PAYLOAD_M,
                                               ef_construct=scoping.HNSW_EF_CONSTRUCT,
                                               full_scan_threshold=scoping.FULL_SCAN_THRESHOLD_KB),

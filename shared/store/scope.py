@@ -43,6 +43,9 @@ HNSW_M = 0          # no graph over all tenants together
 HNSW_PAYLOAD_M = 16  # per-tenant (and per big user) graphs
 HNSW_EF_CONSTRUCT = 100
 FULL_SCAN_THRESHOLD_KB = 10_000  # the engine's default: below this many KB of vectors a scope is scored directly
+# BM25: a scope of fewer entries than this is scored entry by entry instead of walking the query terms' posting
+# lists across the collection. A tenant-wide recall over 10,000 of 1M entries: 9.7 → 3.7 ms p50; by user: same.
+SPARSE_FULL_SCAN_THRESHOLD = 20_000
 
 
 def check_layout(indexed_fields: set[str], where: str) -> None:
