@@ -27,6 +27,7 @@ def _is_cjk(char: str) -> bool:
     return "\u3040" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af" or "\uf900" <= char <= "\ufaff"
 
 
+@functools.lru_cache(maxsize=4096)  # recall asks twice per query (planning, BM25 terms)
 def detect(text: str, fallback: str = "english", min_confidence: float = 0.6) -> str:
     """The Bm25 language name of `text`, or `fallback` when the text is too short or the guess unsure."""
     letters = sum(1 for c in text if c.isalpha())

@@ -16,6 +16,9 @@ _ABSOLUTE = re.compile(r"\b(?:" + _MONTHS + r"(?:\s+\d{1,2})?,?\s+(?:19|20)\d{2}
 _ZH_ABSOLUTE = re.compile(r"(?:19|20)\d{2}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?")
 _TERM = re.compile(r"[\w'’-]+")
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
+_NAME_WORD = re.compile(r"[^\W\d_]+(?:[-'’.][^\W\d_]+)*")
+_POSSESSIVE = re.compile(r"['’]s?$")
+NAME_WORDS = 3  # longest name looked for ("Mary Ann Lee")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class QueryPlan:
     lang: str
     times: list[TimeRange] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
 
 
 def _span(when: datetime, period: str) -> tuple[datetime, datetime]:
@@ -70,9 +74,30 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(words + _CJK_RUN.findall(query)))
 
 
+def query_names(query: str) -> list[str]:
+    """Every way the query could spell a person's name, to match entries' `persons` exactly.
+
+    Runs of up to three words (a lone stopword is no name), each as written, lowercase and capitalised, so
+    "melanie's" matches "Melanie"; and the 2-4 character runs inside CJK text, where names are not spaced.
+    """
+    words = [_POSSESSIVE.sub("", w) for w in _NAME_WORD.findall(query)]
+    found: dict[str, None] = {}
+    for size in range(1, NAME_WORDS + 1):
+        for i in range(len(words) - size + 1):
+            run = words[i:i + size]
+            if size == 1 and (len(run[0]) < 2 or run[0].lower() in STOPWORDS):
+                continue
+            gram = " ".join(run)
+            found.update(dict.fromkeys((gram, gram.lower(), " ".join(w.capitalize() for w in run))))
+    for run in _CJK_RUN.findall(query):
+        for size in range(2, 5):
+            found.update(dict.fromkeys(run[i:i + size] for i in range(len(run) - size + 1)))
+    return list(found)
+
+
 def plan(query: str, now: datetime, fallback_language: str = "english") -> QueryPlan:
     """Language, named times (relative ones resolved against `now`) and content terms of a query."""
     lang = _ISO.get(language.detect(query, fallback_language), "en")
     times = [TimeRange(p.phrase, *_span(p.when, p.period)) for p in dates.resolve(query, lang, now)]
     times += _absolute_times(query, lang, now)
-    return QueryPlan(lang=lang, times=times, terms=query_terms(query))
+    return QueryPlan(lang=lang, times=times, terms=query_terms(query), names=query_names(query))

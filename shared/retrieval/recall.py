@@ -12,7 +12,7 @@ from shared.retrieval import render as rendering
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan, query_terms
 from shared.settings import Settings
-from shared.store import EntryFilter, Scope, ScoredEntry, Store, Vectors
+from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
 
 log = logging.getLogger("engram.retrieval")
 
@@ -49,30 +49,32 @@ def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
                        include_superseded=False), applied
 
 
-def _boost(hits: list[ScoredEntry], query: str, query_plan: QueryPlan,
-           settings: Settings) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    """Raise hits that name a person the query names, or happened in a time the query names."""
-    lowered = f" {query.lower()} "
+def _boosts(query_plan: QueryPlan, settings: Settings) -> list[Boost]:
+    """What the engine should raise: hits naming a person the query names, hits within a time it names."""
+    out = []
+    if query_plan.names and settings.person_boost:
+        out.append(Boost(weight=settings.person_boost,
+                         any_of=[Condition(key="persons", op="any", value=query_plan.names)]))
+    if query_plan.times and settings.time_boost:
+        out.append(Boost(weight=settings.time_boost, any_of=[
+            Condition(key="occurred_at", op="range", gte=t.start, lt=t.end) for t in query_plan.times]))
+    return out
+
+
+def _boost_reasons(hits: list[ScoredEntry], query_plan: QueryPlan, settings: Settings) -> dict[str, list[str]]:
+    """Why each hit was raised (the same tests as `_boosts`, read off the hits the engine returned)."""
+    names = set(query_plan.names)
     reasons: dict[str, list[str]] = {}
-    boosted = []
     for hit in hits:
         why = []
-        factor = 1.0
-        named = [p for p in hit.entry.persons if len(p) >= 2 and (
-            f" {p.lower()} " in lowered or f" {p.lower()}'" in lowered or f" {p.lower()}?" in lowered
-            or (not p.isascii() and p in query))]
+        named = [p for p in hit.entry.persons if p in names]
         if named and settings.person_boost:
-            factor += settings.person_boost
             why.append(f"person named in query: {', '.join(named)} (+{settings.person_boost:g})")
-        occurred = hit.entry.occurred_at
-        times = [t.phrase for t in query_plan.times if t.start <= occurred < t.end]
+        times = [t.phrase for t in query_plan.times if t.start <= hit.entry.occurred_at < t.end]
         if times and settings.time_boost:
-            factor += settings.time_boost
             why.append(f"occurred within {', '.join(times)} (+{settings.time_boost:g})")
         reasons[hit.entry.id] = why
-        boosted.append(hit.model_copy(update={"score": hit.score * factor}) if factor != 1.0 else hit)
-    boosted.sort(key=lambda h: h.score, reverse=True)
-    return boosted, reasons
+    return reasons
 
 
 def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
@@ -129,12 +131,16 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     entry_filter, applied = _entry_filter(request)
     use_mmr = settings.mmr_lambda is not None
     candidates = max(request.k * 2, 20)  # room for boosts and diversity to change the order
+    # Boosts reorder the candidates in the engine, which then hands back only the k best; diversity and
+    # smoothing look at all candidates here.
+    reorder_here = use_mmr or bool(settings.neighbor_weight)
     hits = await retrieval.store.hybrid_query(
-        _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse), limit=candidates,
-        entry_filter=entry_filter, prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
-        explain=request.explain, with_vectors=use_mmr)
+        _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse),
+        limit=candidates if reorder_here else request.k, entry_filter=entry_filter,
+        prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
+        boosts=_boosts(query_plan, settings), candidates=candidates, explain=request.explain, with_vectors=use_mmr)
     searched = time.perf_counter()
-    hits, boosts = _boost(hits, request.query, query_plan, settings)
+    boosts = _boost_reasons(hits, query_plan, settings)
     hits, smoothed = _smooth(hits, settings.neighbor_weight)
     for entry_id, why in smoothed.items():
         boosts.setdefault(entry_id, []).extend(why)

@@ -6,6 +6,8 @@ from qdrant_client import AsyncQdrantClient
 from shared.settings import Settings
 from shared.store.edge import EdgeStore
 from shared.store.model import (
+    Boost,
+    Condition,
     EntryFilter,
     MemoryEntry,
     Page,
@@ -19,8 +21,8 @@ from shared.store.model import (
 from shared.store.protocol import Store
 from shared.store.remote import ClientStore
 
-__all__ = ["ClientStore", "EdgeStore", "EntryFilter", "MemoryEntry", "Page", "Scope", "ScoredEntry", "SparseVector",
-           "Store", "StoredEntry", "Vectors", "entry_id", "open_store"]
+__all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "MemoryEntry", "Page", "Scope",
+           "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "entry_id", "open_store"]
 
 
 async def open_store(settings: Settings, dense_dim: int) -> Store:

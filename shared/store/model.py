@@ -110,6 +110,19 @@ class Condition(BaseModel):
     value: Any = None
     gte: datetime | None = None
     lte: datetime | None = None
+    lt: datetime | None = None
+
+
+class Boost(BaseModel):
+    """Raise a hit's fused score by `weight` times itself when any of the conditions holds on its payload.
+
+    Applied in the engine after fusion, over the fused candidates, so only the hits returned leave it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    weight: float
+    any_of: list[Condition]
 
 
 class ScoredEntry(BaseModel):

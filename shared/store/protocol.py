@@ -1,7 +1,8 @@
 """The Store protocol: one async interface over Qdrant Edge and qdrant-client."""
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from shared.store.model import EntryFilter, MemoryEntry, Page, Scope, ScoredEntry, StoredEntry, Vectors
+from shared.store.model import Boost, EntryFilter, MemoryEntry, Page, Scope, ScoredEntry, StoredEntry, Vectors
 
 
 class Store(Protocol):
@@ -11,9 +12,11 @@ class Store(Protocol):
         """Insert or replace entries by their deterministic ids."""
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
-                           prefetch_limit: int = 40, rrf_k: int = 3, explain: bool = False,
+                           prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
+                           candidates: int = 0, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
-        """Dense and sparse prefetch fused (RRF) in the store; with explain, each hit's per-search ranks."""
+        """Dense and sparse prefetch fused (RRF) in the store, then `boosts` applied to the best `candidates`
+        fused hits (at least `limit`) in the store; with explain, each hit's per-search ranks."""
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:

@@ -1,5 +1,6 @@
 """qdrant-client backend: a Qdrant server or cluster at ENGRAM_QDRANT_URL (or the client's local mode in tests)."""
 import asyncio
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from qdrant_client import AsyncQdrantClient
@@ -11,6 +12,7 @@ from shared.store.hits import ByIdMixin, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
+    Boost,
     Condition,
     EntryFilter,
     MemoryEntry,
@@ -28,7 +30,7 @@ def _condition(cond: Condition) -> Any:
     if cond.op == "any":
         return qm.FieldCondition(key=cond.key, match=qm.MatchAny(any=list(cond.value)))
     if cond.op == "range":
-        return qm.FieldCondition(key=cond.key, range=qm.DatetimeRange(gte=cond.gte, lte=cond.lte))
+        return qm.FieldCondition(key=cond.key, range=qm.DatetimeRange(gte=cond.gte, lte=cond.lte, lt=cond.lt))
     if cond.op == "ids":
         return qm.HasIdCondition(has_id=list(cond.value))
     if cond.op == "is_null":
@@ -45,6 +47,13 @@ def _scope_idf(scope: Scope) -> qm.SearchParams:
     # leaks, anyone else's words, and the engine counts a small scope's terms directly instead of walking
     # every posting list of the collection (0.45 → 0.10 ms at 1M entries).
     return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(scope)))
+
+
+def _rescoring(boosts: Sequence[Boost]) -> qm.FormulaQuery:
+    # score × (1 + Σ weight × [any condition holds]), over the fused candidates
+    terms: list[Any] = [qm.MultExpression(mult=[b.weight, qm.Filter(should=[_condition(c) for c in b.any_of])])
+                        for b in boosts]
+    return qm.FormulaQuery(formula=qm.MultExpression(mult=["$score", qm.SumExpression(sum=[1.0, *terms])]))
 
 
 def _sparse(vectors: Vectors) -> qm.SparseVector:
@@ -107,17 +116,24 @@ class ClientStore(ByIdMixin):
         await self._client.upsert(self._collection, points=points, wait=True)
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
-                           prefetch_limit: int = 40, rrf_k: int = 3, explain: bool = False,
+                           prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
+                           candidates: int = 0, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
-        """Dense and sparse prefetch, fused by RRF in the server, all under the scope's filter."""
+        """Dense and sparse prefetch, fused by RRF in the server, then boosted there, all under the scope's filter."""
         flt = _filter(scope, entry_filter)
         idf = _scope_idf(scope)
-        fused = qm.QueryRequest(
-            query=qm.RrfQuery(rrf=qm.Rrf(k=rrf_k)), filter=flt, limit=limit, with_payload=True,
-            with_vector=[DENSE] if with_vectors else False,
-            prefetch=[qm.Prefetch(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
-                      qm.Prefetch(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt, params=idf)])
-        requests = [fused]
+        searches = [qm.Prefetch(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
+                    qm.Prefetch(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt, params=idf)]
+        rrf = qm.RrfQuery(rrf=qm.Rrf(k=rrf_k))
+        vector = [DENSE] if with_vectors else False
+        if boosts:
+            fused = qm.Prefetch(query=rrf, filter=flt, limit=max(limit, candidates), prefetch=searches)
+            top = qm.QueryRequest(query=_rescoring(boosts), filter=flt, limit=limit, with_payload=True,
+                                  with_vector=vector, prefetch=[fused])
+        else:
+            top = qm.QueryRequest(query=rrf, filter=flt, limit=limit, with_payload=True, with_vector=vector,
+                                  prefetch=searches)
+        requests = [top]
         if explain:
             requests += [qm.QueryRequest(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
                          qm.QueryRequest(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt,

@@ -10,7 +10,9 @@ from qdrant_client import AsyncQdrantClient
 
 from shared.errors import ConfigError
 from shared.store import (
+    Boost,
     ClientStore,
+    Condition,
     EdgeStore,
     EntryFilter,
     MemoryEntry,
@@ -182,6 +184,41 @@ async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Sto
     assert other == []
     [with_vector] = await store.hybrid_query(scope, query([1, 0, 0, 0], [7, 8]), limit=1, with_vectors=True)
     assert with_vector.vector is not None and len(with_vector.vector) == 4
+
+
+async def test_boosts_reorder_the_fused_candidates_in_the_store(store: Store) -> None:
+    tenant, other = unique("t"), unique("t")
+    scope = Scope(tenant_id=tenant)
+    # Fused order without boosts: first, second, third, fourth (dense and sparse agree).
+    await store.upsert([
+        item(tenant, ["first"], dense=[1, 0, 0, 0], terms=[1, 2, 3], persons=["Ana"]),
+        item(tenant, ["second"], dense=[0.9, 0.3, 0, 0], terms=[1, 2], days=30),
+        item(tenant, ["third"], dense=[0.7, 0.7, 0, 0], terms=[1], persons=["Bo"], days=30),
+        item(tenant, ["fourth"], dense=[0.2, 1, 0, 0], terms=[1, 9], persons=["Bo"], days=30),
+        item(other, ["theirs"], dense=[1, 0, 0, 0], terms=[1, 2, 3], persons=["Bo"], days=30),
+    ])
+    vectors = query([1, 0, 0, 0], [1, 2, 3])
+
+    async def order(boosts: list[Boost], limit: int = 2, candidates: int = 4) -> list[str]:
+        hits = await store.hybrid_query(scope, vectors, limit=limit, boosts=boosts, candidates=candidates)
+        return [h.entry.source_turn_ids[0] for h in hits]
+
+    assert await order([]) == ["first", "second"]
+    bo = Boost(weight=2.0, any_of=[Condition(key="persons", op="any", value=["Bo", "bo"])])
+    assert await order([bo]) == ["third", "fourth"]  # raised above the unboosted, only `limit` come back
+    assert await order([bo], candidates=2) == ["first", "second"]  # outside the candidates, no boost reaches
+    month = Boost(weight=2.0, any_of=[Condition(key="occurred_at", op="range", gte=T0 + timedelta(days=29),
+                                                lt=T0 + timedelta(days=31))])
+    assert await order([month], limit=4) == ["second", "third", "fourth", "first"]
+    # A hit matching several boosts gets them all; any condition of one boost is enough for it.
+    either = Boost(weight=0.5, any_of=[Condition(key="persons", op="any", value=["Ana"]),
+                                       Condition(key="occurred_at", op="range", gte=T0 + timedelta(days=29))])
+    hits = await store.hybrid_query(scope, vectors, limit=4, candidates=4, boosts=[bo, either])
+    plain = {h.entry.id: h.score for h in await store.hybrid_query(scope, vectors, limit=4)}
+    for hit in hits:
+        factor = 1 + (2.0 if "Bo" in hit.entry.persons else 0) + 0.5
+        assert hit.score == pytest.approx(plain[hit.entry.id] * factor, rel=1e-4)
+    assert "theirs" not in [h.entry.source_turn_ids[0] for h in hits]
 
 
 async def test_scroll_pages_cover_everything_once(store: Store) -> None:
