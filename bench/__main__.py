@@ -37,7 +37,8 @@ def cli() -> None:
     parser.add_argument("--only", default="pipeline,scale", help="pipeline, scale, or both")
     parser.add_argument("--conversation", type=Path, help="LoCoMo file (default: 26.json in ENGRAM_LOCOMO_DIR)")
     parser.add_argument("--concurrency", default="1,8,32")
-    parser.add_argument("--rounds", type=int, default=40, help="recalls per client")
+    parser.add_argument("--rounds", type=int, default=40,
+                        help="recalls per client above 1 client (1 client asks every question once, as the floor)")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()

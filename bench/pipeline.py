@@ -93,7 +93,8 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         folder = Path(tmp)
         alone_s = await _embedder_alone(conversation, settings)
-        floor = await _floor(conversation, questions[:rounds * 2] or questions, settings, folder)
+        # The floor and the single client ask the same questions in the same order: all of them, once.
+        floor = await _floor(conversation, questions, settings, folder)
         with engram_up(folder / "stack") as url:
             tenant = "bench"
             async with await MemoryClient.connect(url, tenant, timeout_s=60) as client:
@@ -101,9 +102,10 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
                 await publish_sessions(client, conversation.sessions)
                 await wait_until_stored(client, conversation.turns, timeout_s=1800)
                 e2e_s = time.perf_counter() - started
-                for question in questions[:5]:  # warm the retriever
-                    await client.recall(question, user_id=conversation.user_id)
-            load = [await _load(url, tenant, conversation.user_id, questions, c, rounds) for c in concurrencies]
+                for turn in conversation.turns[:20]:  # warm the retriever (with other texts than the questions)
+                    await client.recall(turn.text, user_id=conversation.user_id)
+            load = [await _load(url, tenant, conversation.user_id, questions, c, len(questions) if c == 1 else rounds)
+                    for c in concurrencies]
     turns = len(conversation.turns)
     floor_stats = percentiles(floor)
     return {

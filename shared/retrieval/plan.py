@@ -16,7 +16,7 @@ _ABSOLUTE = re.compile(r"\b(?:" + _MONTHS + r"(?:\s+\d{1,2})?,?\s+(?:19|20)\d{2}
 _ZH_ABSOLUTE = re.compile(r"(?:19|20)\d{2}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?")
 _TERM = re.compile(r"[\w'’-]+")
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
-_NAME_WORD = re.compile(r"[^\W\d_]+(?:[-'’.][^\W\d_]+)*")
+_NAME_WORD = re.compile(r"\b[^\W\d_]+(?:[-'’.][^\W\d_]+)*\b")  # whole words of letters ("w123" is none)
 _POSSESSIVE = re.compile(r"['’]s?$")
 NAME_WORDS = 3  # longest name looked for ("Mary Ann Lee")
 
@@ -77,15 +77,16 @@ def query_terms(query: str) -> list[str]:
 def query_names(query: str) -> list[str]:
     """Every way the query could spell a person's name, to match entries' `persons` exactly.
 
-    Runs of up to three words (a lone stopword is no name), each as written, lowercase and capitalised, so
-    "melanie's" matches "Melanie"; and the 2-4 character runs inside CJK text, where names are not spaced.
+    Runs of up to three words that neither start nor end with a stopword ("Mary of Teck", not "what did"), each
+    as written, lowercase and capitalised, so "melanie's" matches "Melanie"; and the 2-4 character runs inside
+    CJK text, where names are not spaced.
     """
     words = [_POSSESSIVE.sub("", w) for w in _NAME_WORD.findall(query)]
     found: dict[str, None] = {}
     for size in range(1, NAME_WORDS + 1):
         for i in range(len(words) - size + 1):
             run = words[i:i + size]
-            if size == 1 and (len(run[0]) < 2 or run[0].lower() in STOPWORDS):
+            if len(run[0]) < 2 or len(run[-1]) < 2 or {run[0].lower(), run[-1].lower()} & STOPWORDS:
                 continue
             gram = " ".join(run)
             found.update(dict.fromkeys((gram, gram.lower(), " ".join(w.capitalize() for w in run))))

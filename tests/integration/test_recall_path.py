@@ -96,6 +96,16 @@ async def test_explain_says_why_each_entry_matched(memory: Memory) -> None:
     assert plain.entries[0].explanation is None
 
 
+async def test_a_person_the_query_names_raises_their_entries_however_it_is_cased(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant)
+    for query in ("what does marta do?", "What does MARTA do?", "Marta's hobby?"):
+        reply = await recall(memory.retrieval, tenant, RecallRequest(query=query, k=4, explain=True))
+        raised = [e for e in reply.entries if e.explanation and e.explanation.boosts]
+        assert [e.persons for e in raised] == [e.persons for e in reply.entries if "Marta" in e.persons]
+        assert raised and raised[0] == reply.entries[0] and "Marta" in reply.entries[0].persons
+
+
 async def test_deep_mode_without_an_llm_is_a_clear_error(memory: Memory) -> None:
     with pytest.raises(InvalidRequest, match="LLM"):
         await recall(memory.retrieval, unique("t"), RecallRequest(query="anything", mode="deep"))
