@@ -33,8 +33,8 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
     if "scale" in results:
         table = Table(title="scale: synthetic entries, 100 tenants x 100 users, precomputed query vectors")
         for column in ("backend", "entries", "upserts/s", "index build s", "store p50 ms", "store p95 ms",
-                       "recall p50 ms", "recall p95 ms", "cold recall p50 ms", "hits per recall", "RSS MB",
-                       "disk MB"):
+                       "recall p50 ms", "recall p95 ms", "cold recall p50 ms", "hits per recall", "service RSS MB",
+                       "anonymous MB", "build RSS MB", "disk MB"):
             table.add_column(column, justify="right")
         for row in results["scale"]["rows"]:
             table.add_row(row["backend"], f"{row['entries']:,}", f"{row['upsert_per_s']:.0f}",
@@ -44,12 +44,16 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
                           "" if row.get("recall_cold_p50_ms") is None else f"{row['recall_cold_p50_ms']:.2f}",
                           f"{row['recall_ms'].get('hits', 0):.1f}",
                           "" if row["rss_mb"] is None else f"{row['rss_mb']:.0f}",
+                          "" if row.get("anon_mb") is None else f"{row['anon_mb']:.0f}",
+                          "" if row.get("build_rss_mb") is None else f"{row['build_rss_mb']:.0f}",
                           "" if row["disk_mb"] is None else f"{row['disk_mb']:.0f}")
         console.print(table)
         scale = results["scale"]
         ratio = scale["p50_ratio_largest_to_smallest"]
         console.print(f"recall p50 at the largest size / at the smallest: {ratio:.2f}; "
-                      f"per 100k entries: {scale['rss_mb_per_100k']:.0f} MB resident, "
+                      f"per 100k entries: a service holds {scale['rss_mb_per_100k']:.0f} MB resident "
+                      f"({scale['anon_mb_per_100k']:.0f} MB anonymous, the rest mapped shard files), "
+                      f"the building process {scale['build_rss_mb_per_100k']:.0f} MB, "
                       f"{scale['disk_mb_per_100k']:.0f} MB on disk")
 
 
@@ -92,7 +96,8 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
         left.set_ylabel("ms")
         left.set_title("Latency vs size (Qdrant Edge)")
         left.legend()
-        right.plot(sizes, [r["rss_mb"] for r in edge], "o-", label="resident MB")
+        right.plot(sizes, [r["rss_mb"] for r in edge], "o-", label="service resident MB")
+        right.plot(sizes, [r["anon_mb"] for r in edge], "^-", label="of which anonymous MB")
         right.plot(sizes, [r["disk_mb"] for r in edge], "s-", label="disk MB")
         right.set_xscale("log")
         right.set_yscale("log")

@@ -4,6 +4,9 @@ For each size: upsert rate, index build time, store-only query latency and end-t
 retrieval path with a precomputed query vector), resident memory and disk. qdrant-client's local mode is
 measured at the smallest size for contrast.
 """
+import json
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -15,6 +18,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import AsyncQdrantClient
 
+from bench import memory
 from bench.stats import percentiles
 from shared.contract import RecallRequest
 from shared.embedding import Bm25Encoder
@@ -65,11 +69,15 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return memory.status_mb()["rss_mb"]
+
+
+def _service_memory(folder: Path) -> dict[str, float]:
+    """What a fresh process that opens the (closed) shard and answers queries holds: see bench/memory.py."""
+    done = subprocess.run([sys.executable, "-m", "bench.memory", str(folder), str(DIM), str(TENANTS), str(USERS)],
+                          capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _disk_mb(folder: Path) -> float:
@@ -160,11 +168,15 @@ async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:
             cold = await _recall_latency(store, rng, bm25, settings)
             _read_into_page_cache(folder)
             await _query_latency(store, rng, bm25)
-            rows.append({"backend": "qdrant-edge", "entries": size, "upsert_per_s": added / upsert_s,
-                         "index_build_s": index_s, "recall_cold_p50_ms": cold["p50"],
-                         "store_query_ms": await _query_latency(store, rng, bm25),
-                         "recall_ms": await _recall_latency(store, rng, bm25, settings),
-                         "rss_mb": _rss_mb() - rss_before, "disk_mb": _disk_mb(folder)})
+            row = {"backend": "qdrant-edge", "entries": size, "upsert_per_s": added / upsert_s,
+                   "index_build_s": index_s, "recall_cold_p50_ms": cold["p50"],
+                   "store_query_ms": await _query_latency(store, rng, bm25),
+                   "recall_ms": await _recall_latency(store, rng, bm25, settings),
+                   "build_rss_mb": _rss_mb() - rss_before, "disk_mb": _disk_mb(folder)}
+            await store.close()  # as a restarted service would find it
+            service = _service_memory(folder)
+            rows.append({**row, "rss_mb": service["rss_mb"], "anon_mb": service["anon_mb"]})
+            store = EdgeStore.open(folder, DIM)
         await store.close()
         smallest = min(sizes)
         local = await ClientStore.open(AsyncQdrantClient(location=":memory:"), "scale", DIM)
@@ -173,12 +185,14 @@ async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:
         rows.append({"backend": "qdrant-client local", "entries": smallest, "upsert_per_s": smallest / upsert_s,
                      "index_build_s": 0.0, "recall_cold_p50_ms": None,
                      "store_query_ms": await _query_latency(local, rng, bm25),
-                     "recall_ms": await _recall_latency(local, rng, bm25, settings), "rss_mb": None,
-                     "disk_mb": None})
+                     "recall_ms": await _recall_latency(local, rng, bm25, settings), "build_rss_mb": None,
+                     "disk_mb": None, "rss_mb": None, "anon_mb": None})
         await local.close()
     edge = [r for r in rows if r["backend"] == "qdrant-edge"]
     largest = max(edge, key=lambda r: r["entries"])
     return {"rows": rows,
             "p50_ratio_largest_to_smallest": largest["recall_ms"]["p50"] / edge[0]["recall_ms"]["p50"],
             "rss_mb_per_100k": largest["rss_mb"] / (largest["entries"] / 100_000),
+            "anon_mb_per_100k": largest["anon_mb"] / (largest["entries"] / 100_000),
+            "build_rss_mb_per_100k": largest["build_rss_mb"] / (largest["entries"] / 100_000),
             "disk_mb_per_100k": largest["disk_mb"] / (largest["entries"] / 100_000)}

@@ -1,4 +1,5 @@
 """The plain-function path: windows are compressed, embedded and stored, then recalled by meaning and by words."""
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -104,6 +105,18 @@ async def test_a_person_the_query_names_raises_their_entries_however_it_is_cased
         raised = [e for e in reply.entries if e.explanation and e.explanation.boosts]
         assert [e.persons for e in raised] == [e.persons for e in reply.entries if "Marta" in e.persons]
         assert raised and raised[0] == reply.entries[0] and "Marta" in reply.entries[0].persons
+
+
+async def test_diversity_and_smoothing_reorder_the_boosted_candidates(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant, size=1)
+    tuned = dataclasses.replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(
+        update={"mmr_lambda": 0.5, "neighbor_weight": 0.3}))
+    reply = await recall(tuned, tenant, RecallRequest(query="what does marta lend?", k=3, explain=True))
+    assert len(reply.entries) == 3 and len({e.id for e in reply.entries}) == 3
+    assert any("Marta" in e.persons for e in reply.entries)
+    lent = next(e for e in reply.entries if "Marta" in e.persons)
+    assert lent.explanation is not None and any("Marta" in b for b in lent.explanation.boosts)
 
 
 async def test_deep_mode_without_an_llm_is_a_clear_error(memory: Memory) -> None:
