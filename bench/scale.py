@@ -19,9 +19,9 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient
 
 from bench import memory
-from bench.stats import percentiles
 from shared.contract import RecallRequest
 from shared.embedding import Bm25Encoder
+from shared.evaluation.latency import percentiles
 from shared.retrieval import Retrieval, search
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, MemoryEntry, Scope, Store, StoredEntry, Vectors
@@ -57,6 +57,9 @@ class PrecomputedEmbedder:
 
     async def queries(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.vector for _ in texts]
+
+    def problem(self) -> str | None:
+        return None
 
     async def close(self) -> None:
         return None
@@ -117,7 +120,7 @@ async def _fill(store: Store, bm25: Bm25Encoder, rng: np.random.Generator, start
     return took
 
 
-async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder) -> dict[str, float]:
+async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder) -> dict[str, Any]:
     queries = _unit(rng, QUERIES)
     words = _words(rng, QUERIES, QUERY_WORDS)
     samples = []
@@ -127,11 +130,11 @@ async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encod
         started = time.perf_counter()
         await store.hybrid_query(scope, vectors, limit=10)
         samples.append((time.perf_counter() - started) * 1e3)
-    return percentiles(samples)
+    return percentiles(samples).model_dump()
 
 
 async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder,
-                          settings: Settings) -> dict[str, float]:
+                          settings: Settings) -> dict[str, Any]:
     samples = []
     hits = 0
     words = _words(rng, QUERIES, QUERY_WORDS)
@@ -143,7 +146,7 @@ async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Enco
         samples.append((time.perf_counter() - started) * 1e3)
         hits += len(found)
     # A user holds entries/10,000 entries: one at 10k, a hundred at 1M, so the small sizes return fewer hits.
-    return {**percentiles(samples), "hits": hits / QUERIES}
+    return {**percentiles(samples).model_dump(), "hits": hits / QUERIES}
 
 
 async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:

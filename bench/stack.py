@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from shared import nats_server
+from shared.messaging import nats_server
 
 
 @contextlib.contextmanager

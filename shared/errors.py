@@ -36,6 +36,10 @@ class Unavailable(EngramError):
     retryable = True
 
 
+class Busy(Unavailable):
+    """engram is behind on this conversation; the message is valid and waits, however long that takes."""
+
+
 class Timeout(EngramError):
     """A dependency did not answer in time."""
 

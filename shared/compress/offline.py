@@ -1,14 +1,13 @@
 """The offline compressor: deterministic, no network; a window becomes one self-contained, dated entry."""
 from datetime import datetime
 
-from shared import language
 from shared.compress import dates, extract
 from shared.compress.model import Draft, Window
 from shared.contract import Turn
+from shared.text import language, scripts
 
 IMAGE_CAPTION_KEY = "image_caption"  # metadata key a product may set when a turn shares an image
 SHORT_REPLY_WORDS = 8
-_ISO = {name: code for code, name in language.BM25_LANGUAGES.items()}
 
 
 def _day(ts: datetime, lang: str) -> str:
@@ -47,14 +46,12 @@ class OfflineCompressor:
     @staticmethod
     def _is_short_reply(turn: Turn) -> bool:
         # A long opening turn stands on its own; quoting its predecessor would only cost tokens.
-        cjk = sum(1 for c in turn.text if "\u4e00" <= c <= "\u9fff")
-        other_words = len("".join(c if not "\u4e00" <= c <= "\u9fff" else " " for c in turn.text).split())
-        return other_words + cjk / 1.5 < SHORT_REPLY_WORDS  # a Chinese word is about 1.5 characters
+        return scripts.approximate_words(turn.text) < SHORT_REPLY_WORDS
 
     def compress_sync(self, window: Window) -> list[Draft]:
         """The window as one entry (plain function; `compress` is its async face)."""
         turns = sorted(window.turns, key=lambda t: t.ts)
-        lang = _ISO.get(language.detect(" ".join(t.text for t in turns), self._fallback), "en")
+        lang = language.detect_iso(" ".join(t.text for t in turns), self._fallback)
         lines: list[str] = []
         day = None
         for turn in turns:

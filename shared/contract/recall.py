@@ -3,6 +3,7 @@ from typing import Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from shared.contract.admin import EntryKind
 from shared.contract.base import MAX_K, MAX_LIST_ITEMS, MAX_TOKEN_BUDGET, Id, Name, Query, Reply, TenantScoped
 from shared.contract.turns import Turn
 
@@ -60,6 +61,7 @@ class RecalledEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
+    kind: EntryKind = "episodic"
     text: str
     score: float
     occurred_at: AwareDatetime

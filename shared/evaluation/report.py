@@ -3,9 +3,9 @@ import statistics
 from pathlib import Path
 
 from shared.evaluation.baselines import BASELINES
+from shared.evaluation.locomo import CATEGORY_NAMES
 from shared.evaluation.locomo_run import ENGRAM, EvalReport
 from shared.evaluation.scoring import SystemScore
-from shared.locomo import CATEGORY_NAMES
 
 LABELS = {ENGRAM: "engram (fast)", **{b.name: b.label for b in BASELINES}}
 SHORT = {ENGRAM: "engram", **{b.name: b.short for b in BASELINES}}
@@ -61,8 +61,8 @@ def markdown(report: EvalReport) -> str:
     lines = [f"# engram eval locomo ({report.mode} mode)", "",
              f"Conversations: {', '.join(conversations)}; machine: {report.machine.get('cores')} cores, "
              f"{report.machine.get('memory_gb')} GB; token budget: {report.token_budget or 'none'}.",
-             f"Recall latency over NATS: p50 {report.latency.p50_ms:.1f} ms, p95 {report.latency.p95_ms:.1f} ms "
-             f"({report.latency.requests} requests).",
+             f"Recall latency over NATS: p50 {report.latency.p50:.1f} ms, p95 {report.latency.p95:.1f} ms "
+             f"({report.latency.n} requests).",
              "Ingest (publish → recallable): " + ", ".join(
                  f"{i.conversation}: {i.turns} turns in {i.seconds:.1f} s ({i.turns_per_s:.1f} turns/s)"
                  for i in report.ingest), "",

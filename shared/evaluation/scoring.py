@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from shared import locomo
+from shared.evaluation import locomo
 
 
 class CategoryScore(BaseModel):

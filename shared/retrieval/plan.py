@@ -5,17 +5,15 @@ from datetime import datetime, timedelta
 
 from dateparser.date import DateDataParser
 
-from shared import language
 from shared.compress import dates
 from shared.compress.extract import STOPWORDS
+from shared.text import language, scripts
 
-_ISO = {name: code for code, name in language.BM25_LANGUAGES.items()}
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 _ABSOLUTE = re.compile(r"\b(?:" + _MONTHS + r"(?:\s+\d{1,2})?,?\s+(?:19|20)\d{2}|\d{1,2}\s+" + _MONTHS
                        + r",?\s+(?:19|20)\d{2}|(?:19|20)\d{2})\b")
 _ZH_ABSOLUTE = re.compile(r"(?:19|20)\d{2}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?")
 _TERM = re.compile(r"[\w'’-]+")
-_CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
 _NAME_WORD = re.compile(r"\b[^\W\d_]+(?:[-'’.][^\W\d_]+)*\b")  # whole words of letters ("w123" is none)
 _POSSESSIVE = re.compile(r"['’]s?$")
 NAME_WORDS = 3  # longest name looked for ("Mary Ann Lee")
@@ -71,7 +69,7 @@ def _absolute_times(query: str, lang: str, now: datetime) -> list[TimeRange]:
 def query_terms(query: str) -> list[str]:
     """Content words of the query (lowercase) and its CJK runs: what 'matched terms' are looked for."""
     words = [w.lower() for w in _TERM.findall(query) if len(w) >= 3 and w.lower() not in STOPWORDS]
-    return list(dict.fromkeys(words + _CJK_RUN.findall(query)))
+    return list(dict.fromkeys(words + scripts.han_runs(query)))
 
 
 def query_names(query: str) -> list[str]:
@@ -90,15 +88,15 @@ def query_names(query: str) -> list[str]:
                 continue
             gram = " ".join(run)
             found.update(dict.fromkeys((gram, gram.lower(), " ".join(w.capitalize() for w in run))))
-    for run in _CJK_RUN.findall(query):
+    for han in scripts.han_runs(query):
         for size in range(2, 5):
-            found.update(dict.fromkeys(run[i:i + size] for i in range(len(run) - size + 1)))
+            found.update(dict.fromkeys(han[i:i + size] for i in range(len(han) - size + 1)))
     return list(found)
 
 
 def plan(query: str, now: datetime, fallback_language: str = "english") -> QueryPlan:
     """Language, named times (relative ones resolved against `now`) and content terms of a query."""
-    lang = _ISO.get(language.detect(query, fallback_language), "en")
+    lang = language.detect_iso(query, fallback_language)
     times = [TimeRange(p.phrase, *_span(p.when, p.period)) for p in dates.resolve(query, lang, now)]
     times += _absolute_times(query, lang, now)
     return QueryPlan(lang=lang, times=times, terms=query_terms(query), names=query_names(query))

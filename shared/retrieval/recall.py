@@ -5,12 +5,13 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared.contract import Explanation, RecalledEntry, RecallRequest, RecallResponse, Timings, Turn
+from shared.contract import Explanation, RecallRequest, RecallResponse, Timings, Turn
 from shared.embedding import Bm25Encoder, Embedder
 from shared.errors import InvalidRequest
 from shared.retrieval import render as rendering
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan, query_terms
+from shared.retrieval.views import recalled_entry
 from shared.settings import Settings
 from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
 
@@ -155,7 +156,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
 
 async def warm_up(retrieval: Retrieval) -> None:
     """Load what the first recall would otherwise wait for: language model, date parser, BM25, tokenizer, embedder."""
-    from shared import tokens
+    from shared.text import tokens
 
     query = "What did Ana do last week in Lisbon?"
     await asyncio.to_thread(plan, query, datetime.now(UTC), retrieval.settings.bm25_language)
@@ -175,16 +176,11 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     recent = list(working_memory or []) if request.include_working_memory else []
     context, context_tokens, kept = rendering.render(hits, recent, request.token_budget, retrieval.settings.tokenizer)
     terms = query_terms(request.query) if request.explain else []
-    entries = [RecalledEntry(
-        id=h.entry.id, text=h.entry.text, score=h.score, occurred_at=h.entry.occurred_at, persons=h.entry.persons,
-        entities=h.entry.entities, location=h.entry.location, topic=h.entry.topic, keywords=h.entry.keywords,
-        source_turn_ids=h.entry.source_turn_ids, conversation_id=h.entry.conversation_id,
-        explanation=Explanation(
-            dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
-            sparse_score=h.sparse_score, fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
-            filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
-        ) if request.explain else None,
-    ) for h in kept]
+    entries = [recalled_entry(h, Explanation(
+        dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank, sparse_score=h.sparse_score,
+        fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
+        filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
+    ) if request.explain else None) for h in kept]
     total = (time.perf_counter() - started) * 1e3
     return RecallResponse(entries=entries, working_memory=recent, context=context, context_tokens=context_tokens,
                           timings_ms=timings.model_copy(update={"total": total}))

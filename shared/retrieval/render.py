@@ -1,7 +1,7 @@
 """Rendering recalled entries and recent turns into one context block within a token budget."""
-from shared import tokens
 from shared.contract import Turn
 from shared.store import ScoredEntry
+from shared.text import tokens
 
 MEMORIES_HEADER = "Memories (most relevant first):"
 RECENT_HEADER = "Recent turns:"

@@ -4,9 +4,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from shared.contract import EntryKind, EntryView
+from shared.contract import EntryKind
 
 DENSE = "dense"
 SPARSE = "sparse"
@@ -29,11 +29,33 @@ def entry_id(tenant: str, conversation_id: str, source_turn_ids: Iterable[str], 
     return str(uuid.uuid5(_ID_NAMESPACE, key))
 
 
-class MemoryEntry(EntryView):
-    """One memory entry: the payload of one Qdrant point (what operators see, plus its tenant)."""
+class MemoryEntry(BaseModel):
+    """One memory entry: the payload of one Qdrant point. What the wire shows of it is in shared.retrieval.views."""
 
+    # Fields a newer engram adds to the payload are ignored when an older one reads it.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str
     tenant_id: str
+    user_id: str | None = None
+    agent_id: str | None = None
+    conversation_id: str
     kind: EntryKind = "episodic"
+    text: str
+    keywords: list[str] = Field(default_factory=list)
+    persons: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    location: str | None = None
+    topic: str | None = None
+    occurred_at: AwareDatetime
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    source_turn_ids: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    access_count: int = 0
+    last_accessed_at: AwareDatetime | None = None
+    superseded_by: str | None = None
+    merged_from: list[str] = Field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
         """The Qdrant payload (everything but the id, plus the scope keys), datetimes as RFC 3339 strings."""

@@ -7,9 +7,9 @@ from typing import TypeVar
 
 import pytest
 
-from services.runtime import Running, running
-from shared import nats_server
+from services.stack import Running, running
 from shared.client import MemoryClient
+from shared.messaging import nats_server
 from shared.settings import Settings
 from tests.conftest import unique
 

@@ -5,9 +5,9 @@ from typing import Any
 import nats
 import pytest
 
-from services.runtime import Running
-from shared import deadletter
+from services.stack import Running
 from shared.client import MemoryClient
+from shared.messaging import deadletter
 from tests.conftest import make_turn
 from tests.e2e.conftest import eventually
 from tests.e2e.helpers import dead_letters

@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from services.runtime import Running
+from services.stack import Running
 from tests.conftest import conversation, unique
 
 

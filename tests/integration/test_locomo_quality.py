@@ -5,8 +5,7 @@ ask every category 1-4 question, and require all its evidence turns among the to
 """
 from pathlib import Path
 
-from shared import locomo
-from shared.evaluation import evaluate, ingest_conversation
+from shared.evaluation import evaluate, ingest_conversation, locomo
 from tests.conftest import unique
 from tests.integration.conftest import Memory
 

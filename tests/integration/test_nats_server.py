@@ -4,8 +4,8 @@ from pathlib import Path
 import nats
 import pytest
 
-from shared import nats_server
 from shared.errors import ConfigError
+from shared.messaging import nats_server
 
 
 async def test_starts_with_jetstream_and_stops(tmp_path: Path) -> None:

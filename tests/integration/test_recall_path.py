@@ -4,10 +4,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared import windows
 from shared.contract import RecallFilters, RecallRequest
 from shared.errors import InvalidRequest
-from shared.memorize import memorize
+from shared.ingest import windows
+from shared.ingest.writer import memorize
 from shared.retrieval import recall
 from tests.conftest import conversation, unique
 from tests.integration.conftest import Memory

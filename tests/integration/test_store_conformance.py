@@ -29,13 +29,13 @@ T0 = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
 
 
 def item(tenant: str, turns: list[str], *, dense: list[float], terms: list[int], conversation: str = "c1",
-         user: str | None = "u1", days: int = 0, **payload: Any) -> StoredEntry:
+         user: str | None = "u1", days: int = 0, weights: list[float] | None = None, **payload: Any) -> StoredEntry:
     entry = MemoryEntry(id=entry_id(tenant, conversation, turns), tenant_id=tenant, user_id=user,
                         conversation_id=conversation, text=payload.pop("text", f"entry {turns}"),
                         occurred_at=T0 + timedelta(days=days), created_at=T0, updated_at=T0, source_turn_ids=turns,
                         **payload)
     return StoredEntry(entry=entry, vectors=Vectors(dense=dense, sparse=SparseVector(
-        indices=terms, values=[1.0] * len(terms))))
+        indices=terms, values=weights or [1.0] * len(terms))))
 
 
 def query(dense: list[float], terms: list[int]) -> Vectors:
@@ -189,12 +189,13 @@ async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Sto
 async def test_boosts_reorder_the_fused_candidates_in_the_store(store: Store) -> None:
     tenant, other = unique("t"), unique("t")
     scope = Scope(tenant_id=tenant)
-    # Fused order without boosts: first, second, third, fourth (dense and sparse agree).
+    # Fused order without boosts: first, second, third, fourth (dense and sparse agree, with no ties: equal BM25
+    # scores would let the engine order third and fourth either way).
     await store.upsert([
         item(tenant, ["first"], dense=[1, 0, 0, 0], terms=[1, 2, 3], persons=["Ana"]),
         item(tenant, ["second"], dense=[0.9, 0.3, 0, 0], terms=[1, 2], days=30),
         item(tenant, ["third"], dense=[0.7, 0.7, 0, 0], terms=[1], persons=["Bo"], days=30),
-        item(tenant, ["fourth"], dense=[0.2, 1, 0, 0], terms=[1, 9], persons=["Bo"], days=30),
+        item(tenant, ["fourth"], dense=[0.2, 1, 0, 0], terms=[1, 9], weights=[0.5, 1.0], persons=["Bo"], days=30),
         item(other, ["theirs"], dense=[1, 0, 0, 0], terms=[1, 2, 3], persons=["Bo"], days=30),
     ])
     vectors = query([1, 0, 0, 0], [1, 2, 3])

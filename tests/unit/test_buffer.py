@@ -1,7 +1,7 @@
 """Working-memory transitions: append, seal at N, flush by sequence, idle, complete; all pure functions."""
 from datetime import UTC, datetime, timedelta
 
-from shared.buffer import Buffer, append, complete, flush, seal_idle
+from shared.ingest.buffer import Buffer, append, complete, flush, seal_idle
 from tests.conftest import make_turn
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)

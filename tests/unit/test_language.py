@@ -1,6 +1,6 @@
 """Language detection picks the BM25 analysis; short or unsure text falls back."""
 from shared.embedding import Bm25Encoder
-from shared.language import detect
+from shared.text.language import detect
 
 
 def test_languages_are_detected() -> None:

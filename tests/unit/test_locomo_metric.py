@@ -1,5 +1,5 @@
 """LoCoMo's evidence quirks are repaired and the metric counts what the README defines."""
-from shared.locomo import normalise_evidence, parse_session_time, score
+from shared.evaluation.locomo import normalise_evidence, parse_session_time, score
 
 
 def test_evidence_quirks_are_repaired() -> None:

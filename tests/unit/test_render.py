@@ -1,10 +1,10 @@
 """The context block respects the token budget, counted with a real tokenizer."""
 from datetime import UTC, datetime
 
-from shared import tokens
 from shared.retrieval.mmr import mmr
 from shared.retrieval.render import render
 from shared.store import MemoryEntry, ScoredEntry
+from shared.text import tokens
 from tests.conftest import make_turn
 
 NOW = datetime(2023, 5, 8, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """Subjects and streams are built in one place; one function gives both the pattern and the address."""
-from shared import streams, subjects
+from shared.messaging import streams, subjects
 
 
 def test_pattern_and_address_come_from_one_function() -> None:

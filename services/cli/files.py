@@ -1,12 +1,12 @@
-"""Reading turns from files: JSONL (one Turn per line) or a LoCoMo conversation (one conversation per session)."""
+"""Files `engram ingest` reads: JSONL (one Turn per line) or a LoCoMo conversation (one conversation per session)."""
 import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from shared import locomo
 from shared.contract import Turn
 from shared.errors import InvalidRequest
+from shared.evaluation import locomo
 
 
 def read_turns(path: Path) -> list[Turn]:

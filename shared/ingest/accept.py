@@ -1,22 +1,13 @@
 """Accepting turns and flushes into working memory (the ingestor's domain functions, no broker in sight)."""
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared import buffer as buffers
-from shared import metrics
-from shared.buffer import Buffer
 from shared.contract import Flush, Turn, check_tenant
 from shared.errors import InvalidRequest, Unavailable
-from shared.working_memory import WorkingMemory
-
-
-@dataclass(frozen=True)
-class WindowPolicy:
-    """When windows close and how much of a conversation stays at hand."""
-
-    window_turns: int = 4
-    recent_turns: int = 20
-    max_pending_windows: int = 32
+from shared.ingest import buffer as buffers
+from shared.ingest.buffer import Buffer
+from shared.ingest.policy import WindowPolicy
+from shared.ingest.working_memory import WorkingMemory
+from shared.runtime import metrics
 
 
 async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, policy: WindowPolicy,

@@ -1,9 +1,9 @@
 """JetStream streams engram owns, named and created in one place."""
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from shared import subjects
+from shared.messaging import subjects
 
 
 def turns_stream(prefix: str) -> str:
@@ -26,6 +26,7 @@ def dlq_subjects(prefix: str) -> list[str]:
     return [subjects.nats_wildcard(subjects.dlq(prefix, service="*"))]
 
 
+INGESTOR_DURABLE = "ingestor"
 TURNS_DUPLICATE_WINDOW_S = 120.0
 DLQ_MAX_AGE_S = 14 * 24 * 3600.0
 
@@ -50,3 +51,14 @@ async def ensure(js: JetStreamContext, prefix: str) -> None:
             continue
         if sorted(info.config.subjects or []) != sorted(config.subjects or []):
             await js.update_stream(config)
+
+
+def ingestor_consumer(prefix: str, ack_wait_s: float) -> ConsumerConfig:
+    """The one durable consumer all ingestor replicas share, over turns and flushes.
+
+    Deliveries are unlimited: engram's own settle decides when a failing message is dead-lettered, and a turn
+    held back by back-pressure must wait as long as it takes rather than be dropped by the server.
+    """
+    return ConsumerConfig(durable_name=INGESTOR_DURABLE, ack_policy=AckPolicy.EXPLICIT,
+                          deliver_policy=DeliverPolicy.ALL, filter_subjects=turns_subjects(prefix),
+                          ack_wait=ack_wait_s, max_deliver=-1, max_ack_pending=10_000)

@@ -16,8 +16,8 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
-from shared.buffer import Buffer
 from shared.errors import Timeout, Unavailable
+from shared.ingest.buffer import Buffer
 
 R = TypeVar("R")
 _CAS_ATTEMPTS = 100

@@ -13,11 +13,13 @@ pending_windows = Gauge("engram_pending_windows", "Sealed windows waiting to be 
 write_seconds = Histogram("engram_window_write_seconds", "Compress + embed + upsert of a batch of windows",
                           buckets=LATENCY_BUCKETS)
 recall_seconds = Histogram("engram_recall_seconds", "Recall handling time", ["mode"], buckets=LATENCY_BUCKETS)
-recall_total = Counter("engram_recall_total", "Recall requests answered", ["outcome"])  # ok|<error code>
 requests_total = Counter("engram_requests_total", "Request-reply messages handled", ["service", "subject",
                                                                                       "outcome"])
 dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to the dead-letter subject",
                               ["service", "code"])
 retried_total = Counter("engram_retried_total", "Messages negatively acknowledged for a later retry", ["service",
                                                                                                         "code"])
-embed_seconds = Histogram("engram_embed_seconds", "Dense embedding calls", ["kind"], buckets=LATENCY_BUCKETS)
+unsettled_total = Counter("engram_unsettled_total", "Messages that could not be acked, nak'ed or dead-lettered "
+                          "(JetStream redelivers them)", ["service"])
+embed_seconds = Histogram("engram_embed_seconds", "Dense embedding of one request's texts", ["kind"],
+                          buckets=LATENCY_BUCKETS)  # kind: query|passage

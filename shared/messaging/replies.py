@@ -6,9 +6,10 @@ from typing import Any
 from faststream import BaseMiddleware
 from faststream.message import StreamMessage
 
-from shared import metrics
 from shared.contract import Reply
-from shared.failures import error_body
+from shared.contract.failures import error_body
+from shared.messaging import subjects
+from shared.runtime import logs, metrics
 
 log = logging.getLogger("engram.replies")
 
@@ -19,7 +20,7 @@ def middleware(service: str) -> type[BaseMiddleware]:
     class ErrorReplies(BaseMiddleware):
         async def consume_scope(self, call_next: Any, msg: StreamMessage[Any]) -> Any:
             subject = str(getattr(msg.raw_message, "subject", "?"))
-            kind = subject.rsplit(".", 1)[-1]
+            tenant, kind = subjects.parse(subject)
             started = time.perf_counter()
             try:
                 result = await call_next(msg)
@@ -27,14 +28,10 @@ def middleware(service: str) -> type[BaseMiddleware]:
                 body = error_body(exc)
                 if body.code == "internal":
                     log.exception("internal error answering %s", subject, exc_info=exc)
-                metrics.requests_total.labels(service, kind, body.code).inc()
-                log.info("handled", extra={"service": service, "subject": subject, "outcome": body.code,
-                                           "duration_ms": round((time.perf_counter() - started) * 1e3, 2)})
-                return Reply(error=body)
+                result = Reply(error=body)
             outcome = result.error.code if isinstance(result, Reply) and result.error else "ok"
-            metrics.requests_total.labels(service, kind, outcome).inc()
-            log.info("handled", extra={"service": service, "subject": subject, "outcome": outcome,
-                                       "duration_ms": round((time.perf_counter() - started) * 1e3, 2)})
+            metrics.requests_total.labels(service, kind or "unknown", outcome).inc()
+            logs.handled(log, service=service, tenant=tenant, subject=subject, outcome=outcome, started=started)
             return result
 
     return ErrorReplies

@@ -4,14 +4,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-import nats
 from nats.aio.client import Client
-from nats.errors import NoRespondersError
+from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
 
-from shared import subjects
 from shared.contract import (
     EntriesRequest,
     EntriesResponse,
@@ -23,14 +21,10 @@ from shared.contract import (
     validate_tenant,
 )
 from shared.errors import Timeout, Unavailable, from_code
+from shared.messaging import connection, subjects
 
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
-
-
-async def _log_error(exc: Exception) -> None:
-    # nats-py logs every failed (re)connect with a traceback by default; one line is enough.
-    log.debug("nats: %s", exc)
 
 
 class MemoryClient:
@@ -45,18 +39,18 @@ class MemoryClient:
 
     @classmethod
     async def connect(cls, url: str, tenant: str, prefix: str = "mem", timeout_s: float = 10.0,
-                      reconnect_attempts: int = 10) -> "MemoryClient":
+                      first_connect_timeout_s: float = connection.FIRST_CONNECT_TIMEOUT_S,
+                      pending_bytes: int = connection.PENDING_BYTES) -> "MemoryClient":
         """Connect to the NATS server engram listens on.
 
-        Args:
-            reconnect_attempts: tries (half a second apart) before giving up, on the first connect as on a
-                later disconnect.
+        The first connect is tried for `first_connect_timeout_s`, then fails with Unavailable. Once connected, the
+        client reconnects for as long as it is open (backing off to a few seconds between attempts), so a NATS
+        restart or outage never closes it; meanwhile a publish or request fails with Unavailable or Timeout, and
+        at most `pending_bytes` of outgoing data are buffered.
         """
-        try:
-            nc = await nats.connect(url, name=f"engram-client-{tenant}", connect_timeout=5, error_cb=_log_error,
-                                    max_reconnect_attempts=reconnect_attempts, reconnect_time_wait=0.5)
-        except Exception as exc:
-            raise Unavailable(f"cannot connect to NATS at {url}: {exc}") from exc
+        validate_tenant(tenant)
+        nc = await connection.connect(url, f"engram-client-{tenant}", quiet=True, pending_bytes=pending_bytes,
+                                      first_connect_timeout_s=first_connect_timeout_s)
         return cls(nc, tenant, prefix, timeout_s)
 
     async def close(self) -> None:
@@ -76,6 +70,8 @@ class MemoryClient:
             raise Unavailable(f"no JetStream stream takes {subject}; is engram's ingestor running?") from exc
         except NatsTimeout as exc:
             raise Timeout(f"publishing to {subject} timed out") from exc
+        except (OutboundBufferLimitError, ConnectionClosedError) as exc:
+            raise Unavailable(f"cannot publish to {subject} now: {type(exc).__name__}") from exc
         return int(ack.seq)
 
     async def publish_turn(self, turn: Turn) -> int:
@@ -100,6 +96,8 @@ class MemoryClient:
             raise Unavailable(f"nobody answers {subject}; is engram's retriever running?") from exc
         except NatsTimeout as exc:
             raise Timeout(f"{subject} did not answer within {self._timeout_s}s") from exc
+        except (OutboundBufferLimitError, ConnectionClosedError) as exc:
+            raise Unavailable(f"cannot send to {subject} now: {type(exc).__name__}") from exc
         reply = reply_type.model_validate_json(msg.data)
         if reply.error is not None:
             raise from_code(reply.error.code, reply.error.message)
@@ -120,40 +118,3 @@ class MemoryClient:
         msg = await self._nc.request(f"{self._prefix}.{self.tenant}.{kind}", payload, timeout=self._timeout_s)
         result: dict[str, Any] = json.loads(msg.data)
         return result
-
-
-async def publish_sessions(client: MemoryClient, sessions: Sequence[Sequence[Turn]]) -> None:
-    """Publish each conversation's turns and flush it, as a chat product does at the end of a session."""
-    for turns in sessions:
-        if turns:
-            await client.publish_turns(turns)
-            await client.flush(turns[0].conversation_id)
-
-
-async def wait_until_stored(client: MemoryClient, turns: Sequence[Turn], timeout_s: float = 120.0,
-                            interval_s: float = 0.5) -> None:
-    """Wait until every turn is a source of some stored entry (flush the conversations first)."""
-    import asyncio
-    import time
-
-    pending: dict[str, set[str]] = {}
-    for turn in turns:
-        pending.setdefault(turn.conversation_id, set()).add(turn.turn_id)
-    deadline = time.monotonic() + timeout_s
-    while pending:
-        for conversation_id in list(pending):
-            cursor = None
-            while True:
-                page = await client.entries(op="list", conversation_id=conversation_id, limit=500, cursor=cursor)
-                for entry in page.entries:
-                    pending[conversation_id] -= set(entry.source_turn_ids)
-                cursor = page.next_cursor
-                if cursor is None or not pending[conversation_id]:
-                    break
-            if not pending[conversation_id]:
-                del pending[conversation_id]
-        if pending:
-            if time.monotonic() > deadline:
-                missing = sum(len(v) for v in pending.values())
-                raise Timeout(f"{missing} turns in {len(pending)} conversations not stored after {timeout_s}s")
-            await asyncio.sleep(interval_s)

@@ -7,29 +7,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from nats.aio.client import Client
-
-from shared import buffer as buffers
-from shared import events, metrics
-from shared.buffer import SealedWindow
 from shared.compress import Window
 from shared.contract import EntryCreated
-from shared.failures import code_of
-from shared.memorize import Writer, build_entries
-from shared.working_memory import WorkingMemory
+from shared.contract.failures import code_of
+from shared.ingest import buffer as buffers
+from shared.ingest.buffer import SealedWindow
+from shared.ingest.policy import CloserPolicy
+from shared.ingest.working_memory import WorkingMemory
+from shared.ingest.writer import Writer, build_entries
+from shared.messaging.events import Publish
+from shared.runtime import metrics
 
 log = logging.getLogger("engram.closer")
 
 
-@dataclass(frozen=True)
-class CloserPolicy:
-    """Timing of the closer loop."""
-
-    idle_timeout_s: float = 300.0
-    sweep_interval_s: float = 2.0
-    seal_grace_s: float = 30.0      # a sealed window older than this is written by whichever replica sees it
-    max_batch_windows: int = 16
-    max_backoff_s: float = 60.0
+MAX_BATCH_WINDOWS = 16   # windows compressed and embedded together
+MAX_BACKOFF_S = 60.0
 
 
 def _completer(turn_ids: list[str]) -> Callable[[buffers.Buffer], tuple[buffers.Buffer, None]]:
@@ -48,8 +41,7 @@ class WindowCloser:
 
     wm: WorkingMemory
     writer: Writer
-    nc: Client
-    prefix: str
+    publish: Publish
     policy: CloserPolicy
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _mine: set[tuple[str, str]] = field(default_factory=set)
@@ -83,6 +75,19 @@ class WindowCloser:
                 raise
             except Exception:  # the loop must survive a broker or store hiccup; the work stays in the KV
                 log.exception("closer pass failed; retrying on the next pass")
+
+    async def drain(self, timeout_s: float = 10.0) -> None:
+        """On stop: write the windows this replica sealed, for at most `timeout_s`.
+
+        What cannot be written now stays sealed in working memory, where another replica writes it after the grace
+        period; the reason is logged, never swallowed.
+        """
+        mine, self._mine = self._mine, set()
+        try:
+            await asyncio.wait_for(self.write_pending(sorted(mine), min_age_s=0.0), timeout_s)
+        except Exception as exc:
+            log.warning("windows sealed here were not all written before stopping (%s: %s); another replica "
+                        "writes them after %g s", type(exc).__name__, exc, self.policy.seal_grace_s)
 
     async def sweep(self, now: datetime | None = None) -> None:
         """Seal idle conversations, then write every sealed window older than the grace period."""
@@ -133,8 +138,8 @@ class WindowCloser:
 
     async def _write_all(self, todo: list[tuple[str, str, SealedWindow]]) -> int:
         written = 0
-        for start in range(0, len(todo), self.policy.max_batch_windows):
-            written += await self._write(todo[start:start + self.policy.max_batch_windows])
+        for start in range(0, len(todo), MAX_BATCH_WINDOWS):
+            written += await self._write(todo[start:start + MAX_BATCH_WINDOWS])
         return written
 
     async def _write(self, batch: list[tuple[str, str, SealedWindow]]) -> int:
@@ -150,7 +155,7 @@ class WindowCloser:
             for tenant, _, window in batch:
                 state = self._backoff.setdefault((tenant, tuple(window.turn_ids)), _Backoff())
                 state.attempts += 1
-                state.next_at = time.monotonic() + min(self.policy.max_backoff_s, 2.0 ** state.attempts)
+                state.next_at = time.monotonic() + min(MAX_BACKOFF_S, 2.0 ** state.attempts)
             log.warning("writing %d windows failed (%s); will retry", len(batch), code, exc_info=code == "internal")
             return 0
         metrics.write_seconds.observe(time.perf_counter() - started)
@@ -158,7 +163,7 @@ class WindowCloser:
         emitted = datetime.now(UTC)
         for item in items:
             entry = item.entry
-            await events.publish(self.nc, self.prefix, entry.tenant_id, EntryCreated(
+            await self.publish(entry.tenant_id, EntryCreated(
                 tenant_id=entry.tenant_id, emitted_at=emitted, entry_id=entry.id,
                 conversation_id=entry.conversation_id, user_id=entry.user_id,
                 source_turn_ids=entry.source_turn_ids, occurred_at=entry.occurred_at))

@@ -3,6 +3,8 @@ import functools
 
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
+from shared.text.scripts import is_cjk
+
 # ISO 639-1 code -> qdrant_edge Bm25Config language name (the languages with stopwords and a stemmer).
 BM25_LANGUAGES = {
     "ar": "arabic", "az": "azerbaijani", "eu": "basque", "bn": "bengali", "ca": "catalan", "zh": "chinese",
@@ -11,6 +13,7 @@ BM25_LANGUAGES = {
     "ne": "nepali", "no": "norwegian", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sl": "slovene",
     "es": "spanish", "sv": "swedish", "tg": "tajik", "tr": "turkish",
 }
+_ISO_CODES = {name: code for code, name in BM25_LANGUAGES.items()}
 # Below this many letters a guess is noise ("Yes, twice!"), so the caller's fallback wins.
 MIN_LETTERS = 12
 
@@ -23,15 +26,11 @@ def _identifier() -> LanguageIdentifier:
     return ident
 
 
-def _is_cjk(char: str) -> bool:
-    return "\u3040" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af" or "\uf900" <= char <= "\ufaff"
-
-
 @functools.lru_cache(maxsize=4096)  # recall asks twice per query (planning, BM25 terms)
 def detect(text: str, fallback: str = "english", min_confidence: float = 0.6) -> str:
     """The Bm25 language name of `text`, or `fallback` when the text is too short or the guess unsure."""
     letters = sum(1 for c in text if c.isalpha())
-    cjk = sum(1 for c in text if _is_cjk(c))
+    cjk = sum(1 for c in text if is_cjk(c))
     # CJK characters carry a word each, so a handful is enough to tell.
     if letters < MIN_LETTERS and cjk < 2:
         return fallback
@@ -39,3 +38,13 @@ def detect(text: str, fallback: str = "english", min_confidence: float = 0.6) ->
     if confidence < min_confidence:
         return fallback
     return BM25_LANGUAGES.get(code, fallback)
+
+
+def iso_code(bm25_language: str) -> str:
+    """The ISO 639-1 code of a Bm25 language name ("chinese" -> "zh"); "en" for a name it does not know."""
+    return _ISO_CODES.get(bm25_language, "en")
+
+
+def detect_iso(text: str, fallback: str = "english") -> str:
+    """The ISO 639-1 code of `text`'s language (what date parsing and rendering switch on)."""
+    return iso_code(detect(text, fallback))

@@ -39,8 +39,3 @@ def error_body(exc: BaseException) -> ErrorBody:
     else:
         message = str(exc)
     return ErrorBody(code=code, message=message[:_MAX_MESSAGE])
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Whether a later attempt may succeed (a dependency was down or slow)."""
-    return isinstance(exc, EngramError) and exc.retryable

@@ -7,9 +7,11 @@ from collections.abc import Awaitable, Callable
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from shared import metrics, subjects
 from shared.contract.base import RESERVED_TENANT
-from shared.failures import code_of, error_body, is_retryable
+from shared.contract.failures import code_of, error_body
+from shared.errors import Busy, EngramError
+from shared.messaging import subjects
+from shared.runtime import logs, metrics
 
 log = logging.getLogger("engram.deadletter")
 
@@ -19,6 +21,7 @@ HEADER_SUBJECT = "Engram-Source-Subject"
 HEADER_DELIVERIES = "Engram-Deliveries"
 HEADER_SERVICE = "Engram-Service"
 HEADER_SEQUENCE = "Engram-Source-Sequence"
+MAX_RETRY_DELAY_S = 30.0
 
 
 class Settle(enum.Enum):
@@ -29,22 +32,28 @@ class Settle(enum.Enum):
 
 
 def settle(exc: BaseException, deliveries: int, max_deliver: int) -> Settle:
-    """Retry only what may succeed later, and only up to max_deliver; dead-letter everything else."""
-    if is_retryable(exc) and deliveries < max_deliver:
+    """Retry what may succeed later, up to max_deliver; wait out back-pressure however long; dead-letter the rest."""
+    if isinstance(exc, Busy):
+        return Settle.RETRY  # a valid message that must wait for engram to catch up, never thrown away
+    if isinstance(exc, EngramError) and exc.retryable and deliveries < max_deliver:
         return Settle.RETRY
     return Settle.DEAD_LETTER
 
 
 def retry_delay_s(deliveries: int) -> float:
     """Backoff before the next delivery: 1, 2, 4 ... seconds, at most 30."""
-    return float(min(30, 2 ** max(0, deliveries - 1)))
+    return float(min(MAX_RETRY_DELAY_S, 2 ** min(max(0, deliveries - 1), 16)))
 
 
 Handler = Callable[[str, str, bytes, int], Awaitable[None]]  # (tenant, kind, body, stream sequence)
 
 
 class Settler:
-    """Runs a handler over a fetched batch in stream order, then acks, naks or dead-letters each message."""
+    """Runs a handler over a fetched batch in stream order, then acks, naks or dead-letters each message.
+
+    Nothing a message does can end the loop that calls this: when even settling fails (the connection dropped, the
+    dead-letter stream is missing), the message is left unacked and JetStream delivers it again after ack_wait.
+    """
 
     def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext) -> None:
         self._service = service
@@ -58,22 +67,29 @@ class Settler:
             started = time.perf_counter()
             tenant, kind = subjects.parse(raw.subject)
             try:
-                await handle(tenant, kind, raw.data, raw.metadata.sequence.stream if raw.metadata else 0)
-            except Exception as exc:  # every failure is settled here, and only here
-                await self._settle(raw, exc)
-                continue
-            await raw.ack()
-            log.debug("handled", extra={"service": self._service, "subject": raw.subject, "outcome": "ok",
-                                        "duration_ms": round((time.perf_counter() - started) * 1e3, 2)})
+                try:
+                    await handle(tenant, kind, raw.data, raw.metadata.sequence.stream if raw.metadata else 0)
+                except Exception as exc:  # every failure of a handler is settled here, and only here
+                    outcome = await self._settle(raw, exc)
+                else:
+                    await raw.ack()
+                    outcome = "ok"
+            except Exception as exc:  # acking, nak'ing or dead-lettering failed; the message comes back later
+                metrics.unsettled_total.labels(self._service).inc()
+                log.warning("could not settle %s (%s: %s); JetStream redelivers it after ack_wait", raw.subject,
+                            type(exc).__name__, exc)
+                outcome = "unsettled"
+            logs.handled(log, service=self._service, tenant=tenant, subject=raw.subject, outcome=outcome,
+                         started=started)
 
-    async def _settle(self, raw: Msg, exc: Exception) -> None:
+    async def _settle(self, raw: Msg, exc: Exception) -> str:
         deliveries = int(raw.metadata.num_delivered) if raw.metadata else 1
         code = code_of(exc)
         if settle(exc, deliveries, self._max_deliver) is Settle.RETRY:
             metrics.retried_total.labels(self._service, code).inc()
             log.warning("retrying %s (delivery %d): %s", raw.subject, deliveries, exc)
             await raw.nak(delay=retry_delay_s(deliveries))
-            return
+            return f"retry_{code}"
         if code == "internal":
             log.error("dead-lettering %s after an internal error", raw.subject, exc_info=exc)
         body = error_body(exc)
@@ -90,3 +106,4 @@ class Settler:
         await raw.ack()
         metrics.dead_lettered_total.labels(self._service, body.code).inc()
         log.warning("dead-lettered %s: %s %s", raw.subject, body.code, body.message)
+        return f"dead_letter_{body.code}"

@@ -1,11 +1,7 @@
 """Operators' view of stored entries: list (filtered, paged), get by id, and an entry's history."""
-from shared.contract import EntriesRequest, EntriesResponse, EntryView, check_tenant
+from shared.contract import EntriesRequest, EntriesResponse, check_tenant
+from shared.retrieval.views import entry_view
 from shared.store import EntryFilter, MemoryEntry, Scope, Store
-
-
-def view(entry: MemoryEntry) -> EntryView:
-    """An entry as the entries subject shows it (no tenant, no vectors)."""
-    return EntryView.model_validate(entry.model_dump(exclude={"tenant_id"}))
 
 
 async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntry]:
@@ -32,9 +28,9 @@ async def entries(store: Store, tenant: str, request: EntriesRequest) -> Entries
     check_tenant(request, tenant)
     scope = Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
     if request.op == "get":
-        return EntriesResponse(entries=[view(e) for e in await store.get(scope, request.ids)])
+        return EntriesResponse(entries=[entry_view(e) for e in await store.get(scope, request.ids)])
     if request.op == "history":
-        return EntriesResponse(entries=[view(e) for e in await _history(store, scope, request.ids[0])])
+        return EntriesResponse(entries=[entry_view(e) for e in await _history(store, scope, request.ids[0])])
     entry_filter = EntryFilter(kinds=[request.kind] if request.kind else [])
     page = await store.scroll(scope, entry_filter=entry_filter, limit=request.limit, offset=request.cursor)
-    return EntriesResponse(entries=[view(e) for e in page.entries], next_cursor=page.next_offset)
+    return EntriesResponse(entries=[entry_view(e) for e in page.entries], next_cursor=page.next_offset)

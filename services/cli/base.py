@@ -1,0 +1,50 @@
+"""What every `engram` command shares: its options, reading settings, logging, and turning errors into exits."""
+import asyncio
+from collections.abc import Coroutine
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from shared.contract.failures import error_body
+from shared.errors import EngramError
+from shared.runtime import logs
+from shared.settings import Settings
+
+console = Console()
+err = Console(stderr=True)
+
+TenantOpt = Annotated[str, typer.Option("--tenant", "-t", help="tenant id", envvar="ENGRAM_TENANT")]
+NatsOpt = Annotated[str | None, typer.Option("--nats-url", help="NATS URL (default: ENGRAM_NATS_URL or the "
+                                                                "embedded server's address)")]
+
+
+def load_settings() -> Settings:
+    """Settings from the environment (exit 2 with the fix-it message if invalid), and logging set up by them."""
+    try:
+        settings = Settings()
+    except Exception as exc:  # pydantic's message already says which variable and how to fix it
+        err.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    logs.configure(settings.log_level)
+    return settings
+
+
+def nats_url(settings: Settings, given: str | None) -> str:
+    """The URL a client command talks to: --nats-url, ENGRAM_NATS_URL, or the embedded server's default."""
+    return given or settings.nats_url or f"nats://127.0.0.1:{settings.nats_port or 4222}"
+
+
+def run(coro: Coroutine[Any, Any, int | None] | Coroutine[Any, Any, None]) -> None:
+    """Run a command's coroutine; an EngramError exits 1 with its message, a returned code exits with it."""
+    try:
+        code = asyncio.run(coro)
+    except EngramError as exc:
+        err.print(f"[red]{type(exc).__name__}:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    except ValidationError as exc:  # a request the command built from its options is not a valid one
+        err.print(f"[red]{error_body(exc).message}[/red]")
+        raise typer.Exit(2) from exc
+    if code:
+        raise typer.Exit(code)

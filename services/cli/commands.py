@@ -1,0 +1,101 @@
+"""The client commands: `engram ingest`, `engram recall`, `engram entries` (they speak the contract, nothing else)."""
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from services.cli import output
+from services.cli.base import NatsOpt, TenantOpt, console, load_settings, nats_url, run
+from services.cli.files import read_turns
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import EntriesRequest, RecallFilters, RecallRequest
+
+
+async def publish_file(url: str, tenant: str, path: Path, wait: bool, prefix: str, timeout_s: float) -> None:
+    """Publish every turn of a file, flush each conversation, and optionally wait until all are recallable."""
+    turns = read_turns(path)
+    conversations = list(dict.fromkeys(t.conversation_id for t in turns))
+    started = time.perf_counter()
+    async with await MemoryClient.connect(url, tenant, prefix) as client:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            task = progress.add_task("publishing turns", total=len(turns))
+            for turn in turns:
+                await client.publish_turn(turn)
+                progress.advance(task)
+            for conversation_id in conversations:
+                await client.flush(conversation_id)
+        published = time.perf_counter() - started
+        console.print(f"published {len(turns)} turns in {len(conversations)} conversations in {published:.1f}s")
+        if wait:
+            with console.status("waiting until every turn is stored"):
+                await wait_until_stored(client, turns, timeout_s=timeout_s)
+            total = time.perf_counter() - started
+            console.print(f"all {len(turns)} turns recallable after {total:.1f}s "
+                          f"({len(turns) / total:.1f} turns/s end to end)")
+
+
+def ingest(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="JSONL of turns or LoCoMo JSON")],
+           tenant: TenantOpt = "default", nats: NatsOpt = None,
+           wait: bool = typer.Option(False, "--wait", help="wait until every turn is recallable"),
+           timeout_s: float = typer.Option(600.0, "--timeout", help="how long --wait may take")) -> None:
+    """Publish a file of turns through JetStream (deduplicated), flush each conversation, optionally wait."""
+    settings = load_settings()
+    run(publish_file(nats_url(settings, nats), tenant, file, wait, settings.subject_prefix, timeout_s))
+
+
+async def _recall(url: str, tenant: str, prefix: str, fields: dict[str, object], as_json: bool) -> None:
+    request = RecallRequest.model_validate(fields)  # here, so a bad option is reported like any invalid request
+    async with await MemoryClient.connect(url, tenant, prefix) as client:
+        reply = await client.recall(request)
+    if as_json:
+        console.print_json(reply.model_dump_json())
+    else:
+        output.recall_table(reply, request.explain)
+
+
+def recall(query: str, tenant: TenantOpt = "default", nats: NatsOpt = None,
+           user: str | None = typer.Option(None, "--user"),
+           conversation: str | None = typer.Option(None, "--conversation"), k: int = typer.Option(10, "-k"),
+           budget: int | None = typer.Option(None, "--budget", help="token budget of the rendered context"),
+           person: list[str] = typer.Option([], "--person", help="only entries naming this person"),  # noqa: B008
+           working_memory: bool = typer.Option(False, "--working-memory"),
+           explain: bool = typer.Option(False, "--explain"), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Ask engram for the memories that matter to QUERY."""
+    settings = load_settings()
+    fields: dict[str, object] = {
+        "query": query, "user_id": user, "conversation_id": conversation, "k": k, "token_budget": budget,
+        "include_working_memory": working_memory, "explain": explain,
+        "filters": RecallFilters(persons=person) if person else None}
+    run(_recall(nats_url(settings, nats), tenant, settings.subject_prefix, fields, as_json))
+
+
+async def _entries(url: str, tenant: str, prefix: str, request: EntriesRequest, as_json: bool) -> None:
+    async with await MemoryClient.connect(url, tenant, prefix) as client:
+        reply = await client.entries(request)
+    if as_json:
+        console.print_json(reply.model_dump_json())
+        return
+    output.entries_table(reply.entries)
+    if reply.next_cursor:
+        console.print(f"[dim]more: --cursor {reply.next_cursor}[/dim]")
+
+
+def entries(tenant: TenantOpt = "default", nats: NatsOpt = None,
+            ids: list[str] = typer.Option([], "--id", help="get these entries"),  # noqa: B008
+            history: str | None = typer.Option(None, "--history", help="an entry and what it merged/superseded"),
+            user: str | None = typer.Option(None, "--user"),
+            conversation: str | None = typer.Option(None, "--conversation"),
+            limit: int = typer.Option(50, "--limit"), cursor: str | None = typer.Option(None, "--cursor"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """List, get or trace stored entries (admin)."""
+    settings = load_settings()
+    if history:
+        request = EntriesRequest(op="history", ids=[history])
+    elif ids:
+        request = EntriesRequest(op="get", ids=ids)
+    else:
+        request = EntriesRequest(op="list", user_id=user, conversation_id=conversation, limit=limit, cursor=cursor)
+    run(_entries(nats_url(settings, nats), tenant, settings.subject_prefix, request, as_json))

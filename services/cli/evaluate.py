@@ -1,0 +1,61 @@
+"""`engram eval locomo`: publish LoCoMo conversations through NATS, ask every question, score against baselines."""
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.cli import output
+from services.cli.base import console, err, load_settings, run
+from services.cli.embedded import embedded_stack
+from shared.client import MemoryClient
+from shared.embedding import open_embedder
+from shared.evaluation import locomo, locomo_run
+from shared.evaluation import report as reporting
+from shared.evaluation.locomo_run import EvalReport
+from shared.evaluation.settings import EvalSettings
+from shared.settings import Settings
+
+app = typer.Typer(help="Measure retrieval quality against baselines.", no_args_is_help=True)
+
+
+async def _eval(settings: Settings, files: list[Path], ks: list[int], mode: str, budget: int | None,
+                out: Path) -> None:
+    embedder = open_embedder(settings)
+
+    async def evaluate_against(url: str) -> EvalReport:
+        async def client_for(tenant: str) -> MemoryClient:
+            return await MemoryClient.connect(url, tenant, settings.subject_prefix, timeout_s=60)
+
+        return await locomo_run.run(client_for, settings, files, ks, mode, embedder, budget,
+                                    progress=lambda message: console.print(f"[dim]{message}[/dim]"))
+
+    try:
+        if settings.nats_url:
+            result = await evaluate_against(settings.nats_url)
+        else:
+            async with embedded_stack(settings, "eval") as state:
+                result = await evaluate_against(state.nats_url)
+    finally:
+        await embedder.close()
+    output.eval_tables(result)
+    json_path, md_path = reporting.write(result, out)
+    console.print(f"wrote {json_path} and {md_path}")
+
+
+@app.command("locomo")
+def eval_locomo(files: Annotated[list[Path] | None, typer.Argument(help="LoCoMo JSON files (default: every file "
+                                                                         "in ENGRAM_LOCOMO_DIR)")] = None,
+                k: Annotated[list[int] | None, typer.Option("-k", min=1, max=100,
+                                                            help="k to score at; repeat for several")] = None,
+                mode: str = typer.Option("fast", "--mode", help="fast or deep"),
+                budget: int | None = typer.Option(None, "--budget", help="token_budget of every recall"),
+                out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
+                                         help="folder for report.json and report.md")) -> None:
+    """Publish LoCoMo conversations through NATS, ask every question, and score engram against baselines."""
+    settings = load_settings()
+    folder = EvalSettings().locomo_dir
+    paths = files or locomo.files(folder)
+    if not paths:
+        err.print(f"[red]no LoCoMo files in {folder.resolve()}[/red] (set ENGRAM_LOCOMO_DIR)")
+        raise typer.Exit(2)
+    run(_eval(settings, paths, sorted(set(k or [1, 5, 10, 20])), mode, budget, out))

@@ -1,0 +1,102 @@
+"""Running services in one process: embedded or external NATS, one store, HTTP endpoints, graceful shutdown."""
+import asyncio
+import contextlib
+import logging
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from services.ingestor.app import Ingestor, build_ingestor
+from services.retriever.app import build_retriever
+from shared.embedding import embedding_dim
+from shared.messaging import nats_server
+from shared.runtime import http
+from shared.runtime.health import Health
+from shared.runtime.ingestor import IngestorDeps, open_ingestor
+from shared.runtime.retriever import RetrieverDeps, open_retriever
+from shared.settings import Settings
+from shared.store import Store, open_store
+
+log = logging.getLogger("engram.stack")
+
+
+@dataclass
+class Running:
+    """What a running stack exposes to its caller (the CLI prints it, tests use it)."""
+
+    nats_url: str
+    store: Store
+    health: Health
+    http_port: int = 0
+    ingestors: list[Ingestor] = field(default_factory=list)
+    ingestor_deps: list[IngestorDeps] = field(default_factory=list)
+    retriever_deps: list[RetrieverDeps] = field(default_factory=list)
+    served: list[Counter[str]] = field(default_factory=list)  # per retriever instance
+
+
+@contextlib.asynccontextmanager
+async def nats_url_for(settings: Settings) -> AsyncIterator[str]:
+    """ENGRAM_NATS_URL when set, else an embedded nats-server in data_dir/nats for the block's duration."""
+    if settings.nats_url:
+        yield settings.nats_url
+        return
+    async with nats_server.running(settings.nats_store_dir, settings.nats_port) as server:
+        yield server.url
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1,
+                  nats_url: str | None = None) -> AsyncIterator[Running]:
+    """Start the asked number of ingestor and retriever instances, each with its own NATS connection.
+
+    Instances in one process share one store (Qdrant Edge allows one process per folder). On exit, consumers
+    stop first, sealed windows are written, then connections close: nothing acknowledged is lost.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        url = nats_url if nats_url is not None else await stack.enter_async_context(nats_url_for(settings))
+        store = await open_store(settings, embedding_dim(settings))
+        stack.push_async_callback(store.close)
+        state = Running(nats_url=url, store=store, health=Health())
+        for i in range(ingestors):
+            deps = await stack.enter_async_context(open_ingestor(settings, url, store=store,
+                                                                 name=f"engram-ingestor-{i}"))
+            state.ingestor_deps.append(deps)
+            state.health.check(deps.ready)
+            ingestor = build_ingestor(settings, deps)
+            await ingestor.start(state.health)
+            stack.push_async_callback(ingestor.stop)
+            state.ingestors.append(ingestor)
+        for i in range(retrievers):
+            retriever = await stack.enter_async_context(open_retriever(settings, url, store=store,
+                                                                       name=f"engram-retriever-{i}"))
+            state.retriever_deps.append(retriever)
+            state.health.check(retriever.ready)
+            state.served.append(Counter())
+            build_retriever(settings, retriever, state.served[-1])
+            await retriever.broker.start()
+        state.http_port = await stack.enter_async_context(
+            http.serving(settings.http_host, settings.http_port, state.health))
+        yield state
+
+
+async def serve_until_signalled(settings: Settings, *, ingestors: int, retrievers: int,
+                                on_ready: Callable[[Running], Awaitable[None] | None]) -> int:
+    """Run services until SIGINT or SIGTERM (exit code 0), or until a part fails for good (exit code 1)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with running(settings, ingestors=ingestors, retrievers=retrievers) as state:
+        result = on_ready(state)
+        if asyncio.iscoroutine(result):
+            await result
+        stopped, failed = asyncio.create_task(stop.wait()), asyncio.create_task(state.health.failed.wait())
+        await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        failed.cancel()
+        if state.health.fatal:
+            log.error("shutting down after a failure: %s", state.health.fatal)
+            return 1
+        log.info("shutting down")
+        return 0

@@ -1,0 +1,1 @@
+"""Ingest: turns into working-memory buffers, windows sealed and closed, entries written (no broker in sight)."""

@@ -1,0 +1,66 @@
+"""NATS connections for services and clients: a bounded first connect, then reconnecting forever with backoff."""
+import asyncio
+import contextlib
+import logging
+import random
+from typing import Any
+
+from nats.aio.client import Client
+
+from shared.errors import Unavailable
+
+log = logging.getLogger("engram.nats")
+
+FIRST_CONNECT_TIMEOUT_S = 10.0
+FIRST_CONNECT_RETRY_S = 1  # between attempts at the first connect (nats-py takes whole seconds)
+RECONNECT_BASE_S = 0.25
+RECONNECT_CAP_S = 8.0
+PENDING_BYTES = 8 * 1024 * 1024  # what a client buffers while disconnected; beyond it a publish fails at once
+
+
+def reconnect_delay_s(attempts: int, base_s: float = RECONNECT_BASE_S, cap_s: float = RECONNECT_CAP_S) -> float:
+    """Wait before reconnect attempt `attempts` + 1: doubling from `base_s`, capped, with jitter so that many
+    clients of one restarted server do not come back in the same instant."""
+    return float(min(cap_s, base_s * 2 ** min(attempts, 30)) * random.uniform(0.5, 1.0))
+
+
+def choose_server(servers: list[Any], info: dict[str, Any]) -> tuple[Any, float]:
+    """nats-py's reconnect hook: any server of the pool, after `reconnect_delay_s` of its failed attempts."""
+    attempts = min((int(s.reconnects) for s in servers), default=0)
+    return None, reconnect_delay_s(attempts)
+
+
+async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST_CONNECT_TIMEOUT_S,
+                  pending_bytes: int = PENDING_BYTES, quiet: bool = False) -> Client:
+    """Connect to NATS at `url`, trying for `first_connect_timeout_s`; once connected, never give up reconnecting.
+
+    Args:
+        pending_bytes: the most a disconnected connection buffers; a publish beyond it fails instead of growing.
+        quiet: log connection trouble at DEBUG (a client library should not be loud), else WARNING.
+    """
+
+    async def on_error(exc: Exception) -> None:
+        # nats-py prints a traceback per failed attempt by default; one line is enough.
+        log.log(logging.DEBUG if quiet else logging.WARNING, "nats %s: %s", name, exc)
+
+    nc = Client()
+    try:
+        await asyncio.wait_for(nc.connect(
+            servers=[url], name=name, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=-1,
+            reconnect_time_wait=FIRST_CONNECT_RETRY_S, reconnect_to_server_handler=choose_server,
+            pending_size=pending_bytes,
+            error_cb=on_error), first_connect_timeout_s)
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            await nc.close()
+        reason = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+        raise Unavailable(f"cannot connect to NATS at {url} ({reason} within {first_connect_timeout_s:g}s); "
+                          "is it running?") from exc
+    return nc
+
+
+async def close(nc: Client) -> None:
+    """Send what is buffered, then close."""
+    with contextlib.suppress(Exception):
+        await nc.flush(timeout=2)
+    await nc.close()

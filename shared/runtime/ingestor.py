@@ -1,0 +1,51 @@
+"""What an ingestor opens: one NATS connection (streams, working memory, events), the passage embedder, the
+compressor and BM25, over a store its caller shares."""
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from shared.compress import OfflineCompressor
+from shared.embedding import Bm25Encoder, open_embedder
+from shared.ingest.working_memory import WorkingMemory
+from shared.ingest.writer import Writer
+from shared.messaging import connection, streams
+from shared.settings import Settings
+from shared.store import Store
+
+
+@dataclass(frozen=True)
+class IngestorDeps:
+    """The opened dependencies of one ingestor replica."""
+
+    settings: Settings
+    nc: Client
+    js: JetStreamContext
+    working_memory: WorkingMemory
+    writer: Writer
+
+    async def ready(self) -> str | None:
+        """None if this replica can work, else why not (for /readyz)."""
+        if not self.nc.is_connected:
+            return "ingestor: not connected to NATS"
+        return self.writer.embedder.problem()
+
+
+@contextlib.asynccontextmanager
+async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
+                        name: str = "engram-ingestor") -> AsyncIterator[IngestorDeps]:
+    """Open what an ingestor uses and close it on exit (the store belongs to the caller)."""
+    nc = await connection.connect(nats_url, name)
+    embedder = open_embedder(settings)
+    try:
+        js = nc.jetstream()
+        await streams.ensure(js, settings.subject_prefix)
+        working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
+        writer = Writer(OfflineCompressor(settings.context_turn_chars, settings.bm25_language), embedder,
+                        Bm25Encoder(settings.bm25_language), store)
+        yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer)
+    finally:
+        await embedder.close()
+        await connection.close(nc)

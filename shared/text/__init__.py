@@ -1,0 +1,1 @@
+"""Reading text: which language and script it is in, and what it costs in tokens."""
