@@ -5,9 +5,8 @@ from dataclasses import dataclass, field
 from shared.ingest.accept import accept
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.messaging import events, streams
+from shared.messaging import deadletter, events, streams
 from shared.messaging.consumer import PullConsumer
-from shared.messaging.deadletter import Settler
 from shared.runtime.health import Health
 from shared.runtime.ingestor import IngestorDeps
 from shared.settings import Settings
@@ -45,7 +44,7 @@ def build_ingestor(settings: Settings, deps: IngestorDeps) -> Ingestor:
     policy = WindowPolicy.from_settings(settings)
     ingestor = Ingestor()
     closer = WindowCloser(deps.working_memory, deps.writer, events.publisher(deps.nc, prefix),
-                          CloserPolicy.from_settings(settings))
+                          deadletter.turn_dead_letters(deps.js, prefix, "closer"), CloserPolicy.from_settings(settings))
 
     async def on_message(tenant: str, kind: str, body: bytes, seq: int) -> None:
         buffer = await accept(deps.working_memory, tenant=tenant, kind=kind, body=body, seq=seq, policy=policy)
@@ -56,6 +55,6 @@ def build_ingestor(settings: Settings, deps: IngestorDeps) -> Ingestor:
     ingestor.closer = closer
     ingestor.consumer = PullConsumer(deps.js, streams.turns_stream(prefix),
                                      streams.ingestor_consumer(prefix, settings.ack_wait_s),
-                                     Settler("ingestor", prefix, settings.max_deliver, deps.js), on_message,
+                                     deadletter.Settler("ingestor", prefix, settings.max_deliver, deps.js), on_message,
                                      settings.fetch_batch)
     return ingestor

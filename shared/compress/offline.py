@@ -1,4 +1,5 @@
 """The offline compressor: deterministic, no network; a window becomes one self-contained, dated entry."""
+import asyncio
 from datetime import datetime
 
 from shared.compress import dates, extract
@@ -77,5 +78,6 @@ class OfflineCompressor:
         )]
 
     async def compress(self, window: Window) -> list[Draft]:
-        """The window as one entry."""
-        return self.compress_sync(window)
+        """The window as one entry, written on a worker thread (date parsing and extraction are CPU work that
+        must not hold up the event loop answering recalls)."""
+        return await asyncio.to_thread(self.compress_sync, window)

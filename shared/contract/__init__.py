@@ -24,7 +24,15 @@ from shared.contract.base import (
     check_tenant,
     validate_tenant,
 )
-from shared.contract.events import EntriesForgotten, EntriesMerged, EntryCreated, EntrySuperseded, Event, EventKind
+from shared.contract.events import (
+    EntriesForgotten,
+    EntriesMerged,
+    EntryCreated,
+    EntrySuperseded,
+    Event,
+    EventKind,
+    event_id,
+)
 from shared.contract.recall import Explanation, RecalledEntry, RecallFilters, RecallRequest, RecallResponse, Timings
 from shared.contract.turns import Flush, Role, Turn
 
@@ -34,5 +42,5 @@ __all__ = [
     "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated", "EntryKind",
     "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush", "Forget",
     "ForgetResult", "RecallFilters", "RecallRequest", "RecallResponse", "RecalledEntry", "Reply", "Role",
-    "TenantScoped", "Timings", "Turn", "check_tenant", "validate_tenant",
+    "TenantScoped", "Timings", "Turn", "check_tenant", "event_id", "validate_tenant",
 ]

@@ -1,4 +1,10 @@
-"""Events engram publishes on `<prefix>.<tenant>.events.<kind>` after it changes memory."""
+"""Events engram publishes on `<prefix>.<tenant>.events.<kind>` after it changes memory.
+
+Delivery is at least once: engram publishes an event before it records the change as done, so a crash in between
+publishes it again. Every event carries an `event_id` that is the same each time the same change is announced
+(a UUIDv5 of its kind and what changed), so a consumer de-duplicates on it.
+"""
+import uuid
 from typing import ClassVar, Literal
 
 from pydantic import AwareDatetime, Field
@@ -8,10 +14,19 @@ from shared.contract.base import TenantId, TenantScoped
 EventKind = Literal["entry_created", "entries_merged", "entry_superseded", "entries_forgotten"]
 
 
+_EVENT_NAMESPACE = uuid.UUID("9a3f5e0c-1d2b-4c6e-8f7a-2b1c0d9e8f71")
+
+
+def event_id(kind: EventKind, *what: str) -> str:
+    """The stable id of the event announcing this change: the same inputs always give the same id."""
+    return str(uuid.uuid5(_EVENT_NAMESPACE, "\x1f".join((kind, *what))))
+
+
 class Event(TenantScoped):
-    """Base of every event: which tenant and when."""
+    """Base of every event: which change (a stable id to de-duplicate on), which tenant, and when it was sent."""
 
     kind: ClassVar[EventKind]
+    event_id: str
     tenant_id: TenantId | None = None
     emitted_at: AwareDatetime
 

@@ -2,7 +2,7 @@
 from datetime import UTC, datetime
 
 from shared.contract import Flush, Turn, check_tenant
-from shared.errors import InvalidRequest, Unavailable
+from shared.errors import Busy, InvalidRequest
 from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer
 from shared.ingest.policy import WindowPolicy
@@ -10,37 +10,75 @@ from shared.ingest.working_memory import WorkingMemory
 from shared.runtime import metrics
 
 
+def _busy(buffer: Buffer | None, turn: Turn, policy: WindowPolicy) -> Busy | None:
+    if buffer is not None and len(buffer.sealed) >= policy.max_pending_windows:
+        # Writing is failing or far behind: leave the turn in the stream and let it come back later.
+        return Busy(f"conversation {turn.conversation_id!r} has {len(buffer.sealed)} windows waiting to be "
+                    f"written; turn {turn.turn_id!r} waits in the stream")
+    return None
+
+
 async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, policy: WindowPolicy,
-                      now: datetime | None = None) -> tuple[Buffer, bool]:
-    """Append a turn to its conversation's buffer (sealing a window at N turns). Returns (buffer, was_new)."""
+                      now: datetime | None = None) -> Buffer:
+    """Store a turn's text, then append it to its conversation's buffer (sealing a window at N turns).
+
+    A repeated turn id changes nothing; a conversation that becomes active is marked in the open index.
+
+    Raises:
+        Busy: the conversation already has `max_pending_windows` windows waiting to be written.
+    """
     check_tenant(turn, tenant)
     when = now or datetime.now(UTC)
+    conversation_id = turn.conversation_id
+    current = await wm.get(tenant, conversation_id)
+    if current is not None and buffers.seen(current, turn.turn_id):
+        metrics.turns_total.labels("duplicate").inc()
+        if current.active:  # a redelivery after a crash between the buffer write and the mark
+            await wm.index.mark(tenant, conversation_id, when)
+        return current
+    if (busy := _busy(current, turn, policy)) is not None:
+        raise busy
+    await wm.put_turn(tenant, turn, seq)  # before any buffer refers to it
 
-    def change(current: Buffer) -> tuple[Buffer, tuple[bool, int]]:
-        if len(current.sealed) >= policy.max_pending_windows:
-            # Writing is failing or far behind: leave the turn in the stream and let it come back later.
-            raise Unavailable(f"conversation {turn.conversation_id!r} has {len(current.sealed)} windows "
-                              f"waiting to be written; retrying turn {turn.turn_id!r} later")
-        after, new = buffers.append(current, turn, seq, when, window_turns=policy.window_turns,
+    def change(before: Buffer | None) -> tuple[Buffer, tuple[bool, int, bool]]:
+        base = before or Buffer(tenant_id=tenant, conversation_id=conversation_id)
+        if (busy := _busy(before, turn, policy)) is not None:
+            raise busy
+        after, new = buffers.append(base, turn.turn_id, seq, turn.ts, when, window_turns=policy.window_turns,
                                     recent_turns=policy.recent_turns)
-        return after, (new, len(after.sealed) - len(current.sealed))
+        return after, (new, len(after.sealed) - len(base.sealed), base.active)
 
-    after, (new, sealed_now) = await wm.update(tenant, turn.conversation_id, change)
-    metrics.turns_total.labels("accepted" if new else "duplicate").inc()
+    try:
+        after, (new, sealed_now, was_active) = await wm.update(tenant, conversation_id, change)
+    except Busy:
+        await wm.forget_turns(tenant, conversation_id, [seq])
+        raise
+    assert after is not None  # an append always writes or finds a buffer
+    if not new:  # the same turn id was appended by another replica meanwhile
+        metrics.turns_total.labels("duplicate").inc()
+        if seq not in after.referenced():
+            await wm.forget_turns(tenant, conversation_id, [seq])
+        return after
+    metrics.turns_total.labels("accepted").inc()
+    if after.active and not was_active:
+        await wm.index.mark(tenant, conversation_id, when)
     if sealed_now > 0:
-        metrics.windows_sealed_total.labels("size" if new and seq >= after.flushed_through else "flush").inc(
-            sealed_now)
-    return after, new
+        metrics.windows_sealed_total.labels("size" if seq >= after.flushed_through else "flush").inc(sealed_now)
+    return after
 
 
 async def accept_flush(wm: WorkingMemory, *, tenant: str, flush: Flush, seq: int,
-                       now: datetime | None = None) -> Buffer:
-    """Seal every open turn of the conversation published before this flush."""
+                       now: datetime | None = None) -> Buffer | None:
+    """Seal every open turn of the conversation published before this flush; a flush for a conversation engram
+    holds nothing of stores nothing."""
     check_tenant(flush, tenant)
     when = now or datetime.now(UTC)
-    def change(current: Buffer) -> tuple[Buffer, int]:
-        after = buffers.flush(current, seq, when)
-        return after, len(after.sealed) - len(current.sealed)
+
+    def change(before: Buffer | None) -> tuple[Buffer | None, int]:
+        if before is None:
+            return None, 0
+        after = buffers.flush(before, seq, when)
+        return after, len(after.sealed) - len(before.sealed)
 
     after, sealed_now = await wm.update(tenant, flush.conversation_id, change)
     metrics.flushes_total.inc()
@@ -50,11 +88,10 @@ async def accept_flush(wm: WorkingMemory, *, tenant: str, flush: Flush, seq: int
 
 
 async def accept(wm: WorkingMemory, *, tenant: str, kind: str, body: bytes, seq: int,
-                 policy: WindowPolicy) -> Buffer:
+                 policy: WindowPolicy) -> Buffer | None:
     """Route one message of the turns stream (`turns` or `flush`) into working memory."""
     if kind == "turns":
-        buffer, _ = await accept_turn(wm, tenant=tenant, turn=Turn.model_validate_json(body), seq=seq, policy=policy)
-        return buffer
+        return await accept_turn(wm, tenant=tenant, turn=Turn.model_validate_json(body), seq=seq, policy=policy)
     if kind == "flush":
         return await accept_flush(wm, tenant=tenant, flush=Flush.model_validate_json(body), seq=seq)
     raise InvalidRequest(f"subject kind {kind!r} is neither 'turns' nor 'flush'")

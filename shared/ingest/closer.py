@@ -1,32 +1,38 @@
-"""Closing windows: seal idle conversations, then write sealed windows as entries, retrying with backoff."""
+"""Closing windows: follow the open index, seal idle conversations, and write sealed windows as entries.
+
+Every replica runs one closer. It writes the windows it sealed at once, and another replica's only after the grace
+period (that replica may have died). A failed write keeps the window sealed and is retried with backoff; a window
+that fails `max_deliver` times for a reason retrying cannot fix has its turns dead-lettered, so it never blocks
+its conversation for good.
+"""
 import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from shared.compress import Window
-from shared.contract import EntryCreated
-from shared.contract.failures import code_of
+from shared.contract import EntryCreated, event_id
+from shared.contract.failures import error_body
+from shared.errors import EngramError
 from shared.ingest import buffer as buffers
-from shared.ingest.buffer import SealedWindow
+from shared.ingest.buffer import Buffer, SealedWindow
 from shared.ingest.policy import CloserPolicy
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer, build_entries
+from shared.messaging.deadletter import TurnDeadLetter
 from shared.messaging.events import Publish
 from shared.runtime import metrics
 
 log = logging.getLogger("engram.closer")
 
-
 MAX_BATCH_WINDOWS = 16   # windows compressed and embedded together
 MAX_BACKOFF_S = 60.0
-
-
-def _completer(turn_ids: list[str]) -> Callable[[buffers.Buffer], tuple[buffers.Buffer, None]]:
-    return lambda b: (buffers.complete(b, turn_ids), None)
+INDEX_REFRESH_S = 300.0  # the open-index watch is started over this often (and after any error)
+Conversation = tuple[str, str]                # (tenant, conversation id)
+Due = tuple[str, str, SealedWindow]           # a window to write
+WindowKey = tuple[str, str, tuple[int, ...]]  # (tenant, conversation id, its turns' sequences)
 
 
 @dataclass
@@ -37,15 +43,17 @@ class _Backoff:
 
 @dataclass
 class WindowCloser:
-    """Writes sealed windows for one replica; every replica runs one, and any may finish another's work."""
+    """Writes sealed windows for one replica; any replica may finish another's work."""
 
     wm: WorkingMemory
     writer: Writer
     publish: Publish
+    dead_letter: TurnDeadLetter
     policy: CloserPolicy
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _mine: set[tuple[str, str]] = field(default_factory=set)
-    _backoff: dict[tuple[str, tuple[str, ...]], _Backoff] = field(default_factory=dict)
+    _mine: set[Conversation] = field(default_factory=set)
+    _due: dict[Conversation, datetime] = field(default_factory=dict)  # the open index: when to look next
+    _backoff: dict[WindowKey, _Backoff] = field(default_factory=dict)
 
     def notify(self, tenant: str, conversation_id: str) -> None:
         """A window of this conversation was sealed here: write it now rather than after the grace period."""
@@ -56,25 +64,111 @@ class WindowCloser:
         """End the current wait early (a stop, or new work)."""
         self._wake.set()
 
-    async def run(self, stopping: asyncio.Event | None = None) -> None:
-        """Loop until `stopping` is set (or cancelled): write what was sealed here promptly, sweep periodically."""
-        last_sweep = 0.0
-        stopping = stopping or asyncio.Event()
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.policy.sweep_interval_s)
-            self._wake.clear()
-            try:
-                mine, self._mine = self._mine, set()
-                if mine:
-                    await self.write_pending(sorted(mine), min_age_s=0.0)
-                if time.monotonic() - last_sweep >= self.policy.sweep_interval_s:
-                    last_sweep = time.monotonic()
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Follow the open index and, until `stopping` is set, write what was sealed here and sweep what is due."""
+        follower = asyncio.create_task(self._follow(stopping), name="open-index")
+        try:
+            while not stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.policy.sweep_interval_s)
+                self._wake.clear()
+                try:
+                    mine, self._mine = self._mine, set()
+                    if mine:
+                        await self.write_pending(sorted(mine), min_age_s=0.0)
                     await self.sweep()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the loop must survive a broker or store hiccup; the work stays in the KV
-                log.exception("closer pass failed; retrying on the next pass")
+                except Exception:  # the loop must survive a broker or store hiccup; the work stays in the KV
+                    log.exception("closer pass failed; retrying on the next pass")
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+
+    async def _follow(self, stopping: asyncio.Event) -> None:
+        """Keep `_due` equal to the open index, starting the watch over after an error and every INDEX_REFRESH_S."""
+        look_after = timedelta(seconds=min(self.policy.idle_timeout_s, self.policy.seal_grace_s))
+        while not stopping.is_set():
+            listed: set[Conversation] | None = set()
+            try:
+                async with asyncio.timeout(INDEX_REFRESH_S):
+                    async for mark in self.wm.index.follow():
+                        if mark is None:  # every current mark seen: drop what left the index while not watched
+                            for gone in set(self._due) - (listed or set()):
+                                self._due.pop(gone, None)
+                            listed = None
+                        elif mark.since is None:
+                            self._due.pop((mark.tenant, mark.conversation_id), None)
+                        else:
+                            conversation = (mark.tenant, mark.conversation_id)
+                            self._due.setdefault(conversation, mark.since + look_after)
+                            if listed is not None:
+                                listed.add(conversation)
+                        metrics.open_conversations.set(len(self._due))
+            except TimeoutError:
+                continue
+            except Exception as exc:
+                log.warning("following the open index failed (%s: %s); starting over", type(exc).__name__, exc)
+                await asyncio.sleep(1.0)
+
+    async def sweep(self, now: datetime | None = None) -> int:
+        """Seal the idle conversations that are due and write every sealed window that is due. Returns how many
+        buffers it read (proportional to the conversations with turns waiting, never to all)."""
+        now = now or datetime.now(UTC)
+        todo: list[Due] = []
+        due = [c for c, at in self._due.items() if at <= now]
+        for tenant, conversation_id in due:
+            buffer = await self._seal_if_idle(tenant, conversation_id, now)
+            if buffer is None or not buffer.active:
+                await self._unmark(tenant, conversation_id)
+                continue
+            mine = (tenant, conversation_id) in self._mine
+            todo += self._writable(tenant, conversation_id, buffer, now, 0.0 if mine else self.policy.seal_grace_s)
+            later = buffers.next_due(buffer, self.policy.idle_timeout_s, self.policy.seal_grace_s)
+            self._due[(tenant, conversation_id)] = max(later or now, now + timedelta(
+                seconds=self.policy.sweep_interval_s))
+        await self._write_all(todo)
+        return len(due)
+
+    async def _seal_if_idle(self, tenant: str, conversation_id: str, now: datetime) -> Buffer | None:
+        buffer = await self.wm.get(tenant, conversation_id)
+        if buffer is None or buffers.seal_idle(buffer, now, self.policy.idle_timeout_s) == buffer:
+            return buffer
+        sealed, _ = await self.wm.update(tenant, conversation_id, lambda b: (
+            buffers.seal_idle(b, now, self.policy.idle_timeout_s) if b else None, None))
+        if sealed is not None and len(sealed.sealed) > len(buffer.sealed):
+            metrics.windows_sealed_total.labels("idle").inc()
+            self._mine.add((tenant, conversation_id))
+        return sealed
+
+    async def _unmark(self, tenant: str, conversation_id: str) -> None:
+        if await self.wm.index.unmark_if_inactive(tenant, conversation_id, lambda: self.wm.get(tenant,
+                                                                                                conversation_id)):
+            self._due.pop((tenant, conversation_id), None)
+        self._mine.discard((tenant, conversation_id))
+
+    def _writable(self, tenant: str, conversation_id: str, buffer: Buffer, now: datetime,
+                  min_age_s: float) -> list[Due]:
+        """The sealed windows old enough to write and not backing off; forgets backoff of windows now gone."""
+        sealed = {tuple(w.seqs) for w in buffer.sealed}
+        for gone in [k for k in self._backoff if k[:2] == (tenant, conversation_id) and k[2] not in sealed]:
+            del self._backoff[gone]  # written by another replica meanwhile
+        out = []
+        for window in buffer.sealed:
+            backoff = self._backoff.get((tenant, conversation_id, tuple(window.seqs)))
+            if backoff and backoff.next_at > time.monotonic():
+                continue
+            if (now - window.sealed_at).total_seconds() >= min_age_s:
+                out.append((tenant, conversation_id, window))
+        return out
+
+    async def write_pending(self, conversations: list[Conversation], min_age_s: float) -> int:
+        """Write the sealed windows of these conversations that are at least `min_age_s` old. Returns how many."""
+        now = datetime.now(UTC)
+        todo: list[Due] = []
+        for tenant, conversation_id in conversations:
+            buffer = await self.wm.get(tenant, conversation_id)
+            if buffer is not None:
+                todo += self._writable(tenant, conversation_id, buffer, now, min_age_s)
+        return await self._write_all(todo)
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """On stop: write the windows this replica sealed, for at most `timeout_s`.
@@ -89,86 +183,74 @@ class WindowCloser:
             log.warning("windows sealed here were not all written before stopping (%s: %s); another replica "
                         "writes them after %g s", type(exc).__name__, exc, self.policy.seal_grace_s)
 
-    async def sweep(self, now: datetime | None = None) -> None:
-        """Seal idle conversations, then write every sealed window older than the grace period."""
-        now = now or datetime.now(UTC)
-        todo: list[tuple[str, str, SealedWindow]] = []
-        pending = 0
-        mine, self._mine = self._mine, set()
-        for tenant, conversation_id in await self.wm.conversations():
-            buffer = await self.wm.get(tenant, conversation_id)  # the one read of this buffer in this sweep
-            if buffer is None:
-                continue
-            if buffer.open and buffer.last_turn_at and (
-                    (now - buffer.last_turn_at).total_seconds() >= self.policy.idle_timeout_s):
-                sealed_before = len(buffer.sealed)
-                buffer, _ = await self.wm.update(
-                    tenant, conversation_id,
-                    lambda b: (buffers.seal_idle(b, now, self.policy.idle_timeout_s), None))
-                if len(buffer.sealed) > sealed_before:
-                    metrics.windows_sealed_total.labels("idle").inc()
-                    mine.add((tenant, conversation_id))
-            # What this replica sealed is written now; another replica's work only after the grace period.
-            min_age_s = 0.0 if (tenant, conversation_id) in mine else self.policy.seal_grace_s
-            pending += len(buffer.sealed)
-            todo += self._due(tenant, conversation_id, buffer.sealed, now, min_age_s)
-        metrics.pending_windows.set(pending)
-        await self._write_all(todo)
-
-    def _due(self, tenant: str, conversation_id: str, sealed: list[SealedWindow], now: datetime,
-             min_age_s: float) -> list[tuple[str, str, SealedWindow]]:
-        """The sealed windows old enough to write and not backing off after a failure."""
-        due = []
-        for window in sealed:
-            backoff = self._backoff.get((tenant, tuple(window.turn_ids)))
-            if backoff and backoff.next_at > time.monotonic():
-                continue
-            if (now - window.sealed_at).total_seconds() >= min_age_s:
-                due.append((tenant, conversation_id, window))
-        return due
-
-    async def write_pending(self, conversations: list[tuple[str, str]], min_age_s: float) -> int:
-        """Write the sealed windows of these conversations that are at least `min_age_s` old. Returns how many."""
-        now = datetime.now(UTC)
-        todo: list[tuple[str, str, SealedWindow]] = []
-        for tenant, conversation_id in conversations:
-            buffer = await self.wm.get(tenant, conversation_id)
-            todo += self._due(tenant, conversation_id, buffer.sealed if buffer else [], now, min_age_s)
-        return await self._write_all(todo)
-
-    async def _write_all(self, todo: list[tuple[str, str, SealedWindow]]) -> int:
+    async def _write_all(self, todo: list[Due]) -> int:
         written = 0
         for start in range(0, len(todo), MAX_BATCH_WINDOWS):
             written += await self._write(todo[start:start + MAX_BATCH_WINDOWS])
         return written
 
-    async def _write(self, batch: list[tuple[str, str, SealedWindow]]) -> int:
+    async def _write(self, batch: list[Due]) -> int:
         started = time.perf_counter()
-        windows = [Window(tenant_id=t, conversation_id=c, turns=[b.turn for b in w.turns], context=w.context)
-                   for t, c, w in batch]
+        windows = [await self._window(tenant, conversation_id, sealed) for tenant, conversation_id, sealed in batch]
         try:
-            items = await build_entries(self.writer, windows)
+            items = await build_entries(self.writer, [w for w in windows if w is not None])
             await self.writer.store.upsert(items)
         except Exception as exc:  # keep the windows sealed; back off and try again
-            code = code_of(exc)
-            metrics.window_failures_total.labels(code).inc()
-            for tenant, _, window in batch:
-                state = self._backoff.setdefault((tenant, tuple(window.turn_ids)), _Backoff())
-                state.attempts += 1
-                state.next_at = time.monotonic() + min(MAX_BACKOFF_S, 2.0 ** state.attempts)
-            log.warning("writing %d windows failed (%s); will retry", len(batch), code, exc_info=code == "internal")
-            return 0
+            return await self._failed(batch, exc)
         metrics.write_seconds.observe(time.perf_counter() - started)
         metrics.entries_written_total.inc(len(items))
         emitted = datetime.now(UTC)
-        for item in items:
+        for item in items:  # published before the windows are marked done: at least once, with a stable id
             entry = item.entry
             await self.publish(entry.tenant_id, EntryCreated(
-                tenant_id=entry.tenant_id, emitted_at=emitted, entry_id=entry.id,
-                conversation_id=entry.conversation_id, user_id=entry.user_id,
+                event_id=event_id("entry_created", entry.id), tenant_id=entry.tenant_id, emitted_at=emitted,
+                entry_id=entry.id, conversation_id=entry.conversation_id, user_id=entry.user_id,
                 source_turn_ids=entry.source_turn_ids, occurred_at=entry.occurred_at))
-        for tenant, conversation_id, window in batch:
-            await self.wm.update(tenant, conversation_id, _completer(window.turn_ids))
-            self._backoff.pop((tenant, tuple(window.turn_ids)), None)
+        for tenant, conversation_id, sealed in batch:
+            await self._complete(tenant, conversation_id, sealed)
         metrics.windows_written_total.inc(len(batch))
         return len(batch)
+
+    async def _window(self, tenant: str, conversation_id: str, sealed: SealedWindow) -> Window | None:
+        wanted = [*sealed.seqs, *([sealed.context] if sealed.context is not None else [])]
+        texts = await self.wm.turns(tenant, conversation_id, wanted)
+        turns = [texts[s] for s in sealed.seqs if s in texts]
+        if len(turns) < len(sealed.seqs):  # only a bucket TTL shorter than a window's wait can do this
+            metrics.turns_missing_total.inc(len(sealed.seqs) - len(turns))
+            log.error("%d turns of a window of conversation %r were gone from working memory",
+                      len(sealed.seqs) - len(turns), conversation_id)
+        if not turns:
+            return None
+        context = [texts[sealed.context]] if sealed.context in texts else []
+        return Window(tenant_id=tenant, conversation_id=conversation_id, turns=turns, context=context)
+
+    async def _complete(self, tenant: str, conversation_id: str, sealed: SealedWindow) -> None:
+        after, _ = await self.wm.update(tenant, conversation_id, lambda b: (
+            buffers.complete(b, sealed.seqs) if b else None, None))
+        self._backoff.pop((tenant, conversation_id, tuple(sealed.seqs)), None)
+        if after is None or not after.active:
+            await self._unmark(tenant, conversation_id)
+
+    async def _failed(self, batch: list[Due], exc: Exception) -> int:
+        body = error_body(exc)
+        metrics.window_failures_total.labels(body.code).inc()
+        retryable = isinstance(exc, EngramError) and exc.retryable
+        if not retryable and len(batch) > 1:  # find the window that fails, so the others are not held back
+            return sum([await self._write([one]) for one in batch])
+        log.warning("writing %d windows failed (%s: %s); will retry", len(batch), body.code, body.message,
+                    exc_info=body.code == "internal")
+        written = 0
+        for tenant, conversation_id, sealed in batch:
+            state = self._backoff.setdefault((tenant, conversation_id, tuple(sealed.seqs)), _Backoff())
+            state.attempts += 1
+            state.next_at = time.monotonic() + min(MAX_BACKOFF_S, 2.0 ** state.attempts)
+            if not retryable and state.attempts >= self.policy.max_deliver:
+                texts = await self.wm.turns(tenant, conversation_id, sealed.seqs)
+                for seq in sealed.seqs:
+                    if seq in texts:
+                        await self.dead_letter(tenant, texts[seq], body, state.attempts)
+                log.error("dead-lettered the %d turns of a window of conversation %r after %d failed writes: %s",
+                          len(texts), conversation_id, state.attempts, body.message)
+                await self._complete(tenant, conversation_id, sealed)
+                written += 1
+        return written

@@ -1,31 +1,39 @@
-"""Working memory: one buffer per conversation in a JetStream key-value bucket, changed only by compare-and-set."""
+"""Working memory in three JetStream key-value buckets, shared by every ingestor replica.
+
+- `<P>_WM_BUFFERS`: one small buffer of references per conversation (buffer.py), changed only by compare-and-set.
+- `<P>_WM_TURNS`: each turn's text under its own key, written before a buffer refers to it and purged once none
+  does. A legal turn always fits in one value, so any sequence of legal turns can be stored.
+- `<P>_WM_OPEN`: the open index, one key per conversation with turns waiting in a window (see open_index.py).
+
+Purges leave markers that expire after MARKER_TTL_S (per-message TTL), so deleted keys cost nothing later.
+"""
 import asyncio
 import base64
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
-from nats.js.errors import (
-    BucketNotFoundError,
-    KeyDeletedError,
-    KeyNotFoundError,
-    KeyWrongLastSequenceError,
-)
+from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from shared.contract import Turn
 from shared.errors import Timeout, Unavailable
 from shared.ingest.buffer import Buffer
+from shared.ingest.open_index import OpenIndex
+from shared.runtime import metrics
 
 R = TypeVar("R")
 _CAS_ATTEMPTS = 100
+MARKER_TTL_S = 60.0
 
 
-def bucket_name(prefix: str) -> str:
-    """Name of the working-memory bucket (`MEM_WM` for the default prefix)."""
-    return f"{prefix.upper().replace('-', '_')}_WM"
+def bucket_names(prefix: str) -> tuple[str, str, str]:
+    """Names of the buffers, turns and open-index buckets (`MEM_WM_BUFFERS`… for the default prefix)."""
+    base = f"{prefix.upper().replace('-', '_')}_WM"
+    return f"{base}_BUFFERS", f"{base}_TURNS", f"{base}_OPEN"
 
 
 def key(tenant: str, conversation_id: str) -> str:
@@ -34,37 +42,51 @@ def key(tenant: str, conversation_id: str) -> str:
     return f"{tenant}.{encoded}"
 
 
+def turn_key(tenant: str, conversation_id: str, seq: int) -> str:
+    """KV key of one turn's text: `<conversation key>.<stream sequence>`."""
+    return f"{key(tenant, conversation_id)}.{seq}"
+
+
 def conversation_of(kv_key: str) -> tuple[str, str]:
-    """The (tenant, conversation id) a KV key stands for."""
-    tenant, encoded = kv_key.split(".", 1)
+    """The (tenant, conversation id) a conversation's KV key stands for."""
+    tenant, encoded = kv_key.split(".")[:2]
     return tenant, base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
 
 
-class WorkingMemory:
-    """Buffers of open and sealed windows, shared by every ingestor replica through one KV bucket."""
+async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str) -> KeyValue:
+    try:
+        return await js.key_value(name)
+    except BucketNotFoundError:
+        # limit_marker_ttl turns on per-message TTLs, which purge markers use so that they expire.
+        return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description,
+                                                        limit_marker_ttl=MARKER_TTL_S))
 
-    def __init__(self, kv: KeyValue) -> None:
-        self._kv = kv
+
+class WorkingMemory:
+    """Buffers, turn texts and the open index of every conversation engram is still collecting turns for."""
+
+    def __init__(self, buffers: KeyValue, turns: KeyValue, index: OpenIndex) -> None:
+        self.buffers = buffers
+        self.turn_texts = turns
+        self.index = index
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, ttl_s: float | None = None) -> "WorkingMemory":
-        """Open the bucket, creating it on first use.
+        """Open the buckets, creating them on first use.
 
         Args:
-            ttl_s: forget a conversation's buffer this long after its last change (None: keep).
+            ttl_s: forget a conversation's buffer and turns this long after their last change (None: keep).
         """
-        name = bucket_name(prefix)
-        try:
-            kv = await js.key_value(name)
-        except BucketNotFoundError:
-            kv = await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s,
-                                                          description="engram working memory"))
-        return cls(kv)
+        buffers, turns, open_index = bucket_names(prefix)
+        index = await _bucket(js, open_index, ttl_s, "engram working memory: conversations with open windows")
+        return cls(await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
+                   await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
+                   OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S))
 
     async def get(self, tenant: str, conversation_id: str) -> Buffer | None:
         """The conversation's buffer, or None if engram holds nothing for it."""
         try:
-            entry = await self._kv.get(key(tenant, conversation_id))
+            entry = await self.buffers.get(key(tenant, conversation_id))
         except (KeyNotFoundError, KeyDeletedError):
             return None
         except NatsTimeout as exc:
@@ -72,58 +94,90 @@ class WorkingMemory:
         return Buffer.model_validate_json(entry.value) if entry.value else None
 
     async def update(self, tenant: str, conversation_id: str,
-                     change: Callable[[Buffer], tuple[Buffer, R]]) -> tuple[Buffer, R]:
-        """Apply `change` with compare-and-set, retrying on conflict with another replica's write."""
+                     change: Callable[[Buffer | None], tuple[Buffer | None, R]]) -> tuple[Buffer | None, R]:
+        """Apply `change` with compare-and-set, retrying on conflict with another replica's write.
+
+        `change` gets the current buffer (None if there is none) and returns the new one; returning None or the
+        buffer unchanged writes nothing (so a no-op never creates a key). Turn texts that the old buffer referred
+        to and the new one does not are purged after the write.
+        """
         k = key(tenant, conversation_id)
         for attempt in range(_CAS_ATTEMPTS):
             try:
                 try:
-                    entry = await self._kv.get(k)
+                    entry = await self.buffers.get(k)
                     current = Buffer.model_validate_json(entry.value) if entry.value else None
                     revision: int | None = entry.revision
                 except (KeyNotFoundError, KeyDeletedError):
                     current, revision = None, None
-                before = current or Buffer(tenant_id=tenant, conversation_id=conversation_id)
-                after, result = change(before)
-                if after == before and current is not None:
-                    return after, result
+                after, result = change(current)
+                if after is None or after == current:
+                    return current, result
                 value = after.model_dump_json().encode()
                 if revision is None:
-                    await self._kv.create(k, value)
+                    await self.buffers.create(k, value)
                 else:
-                    await self._kv.update(k, value, last=revision)
+                    await self.buffers.update(k, value, last=revision)
+                if current is not None:
+                    await self.forget_turns(tenant, conversation_id, current.referenced() - after.referenced())
                 return after, result
-            except KeyWrongLastSequenceError:
-                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # another replica wrote first
+            except KeyWrongLastSequenceError:  # another replica wrote first (create raises this too)
+                metrics.kv_conflicts_total.inc()
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
             except NatsTimeout as exc:
                 raise Timeout(f"working memory write for conversation {conversation_id!r} timed out") from exc
         raise Unavailable(f"working memory for conversation {conversation_id!r} kept changing under "
                           f"{_CAS_ATTEMPTS} compare-and-set attempts")
 
-    async def conversations(self, tenant: str | None = None) -> list[tuple[str, str]]:
-        """(tenant, conversation id) of every buffer, or of one tenant's."""
-        # KeyValue.keys(filters=...) matches substrings, not subjects; a wildcard watch lists exactly.
-        keys = []
+    async def put_turn(self, tenant: str, turn: Turn, seq: int) -> None:
+        """Store a turn's text under its stream sequence (idempotent: a redelivery writes the same value)."""
         try:
-            watcher = await self._kv.watch(f"{tenant}.>" if tenant else ">", ignore_deletes=True, meta_only=True)
-            try:
-                async for entry in watcher:
-                    if entry is None:  # the watcher's marker: every current key has been seen
-                        break
-                    keys.append(entry.key)
-            finally:
-                await watcher.stop()  # type: ignore[no-untyped-call]
+            await self.turn_texts.put(turn_key(tenant, turn.conversation_id, seq), turn.model_dump_json().encode())
         except NatsTimeout as exc:
-            raise Timeout("listing working memory timed out") from exc
-        return [conversation_of(k) for k in keys]
+            raise Timeout(f"storing turn {turn.turn_id!r} timed out") from exc
 
-    async def delete(self, tenant: str, conversation_id: str) -> bool:
-        """Forget a conversation's buffer entirely; True if there was one."""
-        k = key(tenant, conversation_id)
+    async def turns(self, tenant: str, conversation_id: str, seqs: Iterable[int]) -> dict[int, Turn]:
+        """The texts of these turns by sequence (a purged or expired one is missing from the result)."""
+        wanted = sorted(set(seqs))
+
+        async def one(seq: int) -> Turn | None:
+            try:
+                entry = await self.turn_texts.get(turn_key(tenant, conversation_id, seq))
+            except (KeyNotFoundError, KeyDeletedError):
+                return None
+            return Turn.model_validate_json(entry.value) if entry.value else None
+
         try:
-            await self._kv.get(k)
-        except (KeyNotFoundError, KeyDeletedError):
-            return False
-        await self._kv.purge(k)
-        return True
+            found = await asyncio.gather(*(one(s) for s in wanted))
+        except NatsTimeout as exc:
+            raise Timeout(f"reading turns of conversation {conversation_id!r} timed out") from exc
+        return {seq: turn for seq, turn in zip(wanted, found, strict=True) if turn is not None}
 
+    async def forget_turns(self, tenant: str, conversation_id: str, seqs: Iterable[int]) -> None:
+        """Purge these turns' texts (their markers expire; a crash before this leaves them to the bucket's TTL)."""
+        for seq in sorted(set(seqs)):
+            await self.turn_texts.purge(turn_key(tenant, conversation_id, seq), msg_ttl=MARKER_TTL_S)
+
+    async def conversations(self, tenant: str | None = None) -> list[tuple[str, str]]:
+        """(tenant, conversation id) of every buffer, or of one tenant's: an admin listing, not a hot path."""
+        return [conversation_of(k) for k in await keys(self.buffers, f"{tenant}.>" if tenant else ">")]
+
+
+async def keys(kv: KeyValue, pattern: str) -> list[str]:
+    """Every current key of `kv` matching the subject pattern.
+
+    KeyValue.keys(filters=...) matches substrings, not subjects; a wildcard watch lists exactly.
+    """
+    found = []
+    try:
+        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
+        try:
+            async for entry in watcher:
+                if entry is None:  # the watcher's marker: every current key has been seen
+                    break
+                found.append(entry.key)
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+    except NatsTimeout as exc:
+        raise Timeout(f"listing keys of {pattern!r} timed out") from exc
+    return found

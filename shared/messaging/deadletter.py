@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from shared.contract import ErrorBody, Turn
 from shared.contract.base import RESERVED_TENANT
 from shared.contract.failures import code_of, error_body
 from shared.errors import Busy, EngramError
@@ -107,3 +108,22 @@ class Settler:
         metrics.dead_lettered_total.labels(self._service, body.code).inc()
         log.warning("dead-lettered %s: %s %s", raw.subject, body.code, body.message)
         return f"dead_letter_{body.code}"
+
+
+TurnDeadLetter = Callable[[str, Turn, ErrorBody, int], Awaitable[None]]  # (tenant, turn, why, attempts)
+
+
+def turn_dead_letters(js: JetStreamContext, prefix: str, service: str) -> TurnDeadLetter:
+    """A function that dead-letters one turn of a window engram could not write, with the reason in its headers.
+
+    The body is the turn as it was published, so it can be published again once the cause is fixed.
+    """
+
+    async def send(tenant: str, turn: Turn, why: ErrorBody, attempts: int) -> None:
+        headers = {HEADER_CODE: why.code, HEADER_REASON: why.message.replace("\n", " ")[:1000],
+                   HEADER_SUBJECT: subjects.turns(prefix, tenant), HEADER_DELIVERIES: str(attempts),
+                   HEADER_SERVICE: service, HEADER_SEQUENCE: ""}
+        await js.publish(subjects.dlq(prefix, tenant, service), turn.model_dump_json().encode(), headers=headers)
+        metrics.dead_lettered_total.labels(service, why.code).inc()
+
+    return send

@@ -1,4 +1,5 @@
 """Reading a query before searching: its language, the time it names, and the words that should hit."""
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -52,16 +53,24 @@ def _span(when: datetime, period: str) -> tuple[datetime, datetime]:
     return start, start + timedelta(days=1)
 
 
+@functools.lru_cache(maxsize=4096)
+def _absolute(phrase: str, lang: str, day: datetime) -> tuple[datetime, str] | None:
+    """An absolute date phrase ("May 2023") as a date and its period; the day only fills in a missing year."""
+    parser = DateDataParser(languages=[lang] if lang in ("en", "zh") else None,
+                            settings={"RETURN_TIME_AS_PERIOD": True, "RELATIVE_BASE": day,
+                                      "PREFER_DAY_OF_MONTH": "first"})
+    data = parser.get_date_data(phrase)
+    return (data.date_obj, data.period or "day") if data.date_obj is not None else None
+
+
 def _absolute_times(query: str, lang: str, now: datetime) -> list[TimeRange]:
     pattern = _ZH_ABSOLUTE if lang == "zh" else _ABSOLUTE
+    day = now.replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
     out = []
     for match in pattern.finditer(query):
-        parser = DateDataParser(languages=[lang] if lang in ("en", "zh") else None,
-                                settings={"RETURN_TIME_AS_PERIOD": True, "RELATIVE_BASE": now.replace(tzinfo=None),
-                                          "PREFER_DAY_OF_MONTH": "first"})
-        data = parser.get_date_data(match.group(0))
-        if data.date_obj is not None:
-            start, end = _span(data.date_obj.replace(tzinfo=now.tzinfo), data.period or "day")
+        found = _absolute(match.group(0), lang, day)
+        if found is not None:
+            start, end = _span(found[0].replace(tzinfo=now.tzinfo), found[1])
             out.append(TimeRange(match.group(0), start, end))
     return out
 

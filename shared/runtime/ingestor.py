@@ -9,6 +9,7 @@ from nats.js import JetStreamContext
 
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, open_embedder
+from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.messaging import connection, streams
@@ -43,6 +44,8 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
         js = nc.jetstream()
         await streams.ensure(js, settings.subject_prefix)
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
+        buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
+                           max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)
         writer = Writer(OfflineCompressor(settings.context_turn_chars, settings.bm25_language), embedder,
                         Bm25Encoder(settings.bm25_language), store)
         yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer)

@@ -9,7 +9,10 @@ windows_sealed_total = Counter("engram_windows_sealed_total", "Windows closed", 
 windows_written_total = Counter("engram_windows_written_total", "Sealed windows written as entries")
 window_failures_total = Counter("engram_window_failures_total", "Failed attempts to write a sealed window", ["code"])
 entries_written_total = Counter("engram_entries_written_total", "Entries upserted into the store")
-pending_windows = Gauge("engram_pending_windows", "Sealed windows waiting to be written (this replica's view)")
+open_conversations = Gauge("engram_open_conversations", "Conversations with turns waiting in a window (the open "
+                           "index, as this replica follows it)")
+kv_conflicts_total = Counter("engram_kv_conflicts_total", "Working-memory writes retried after another replica "
+                             "wrote first (compare-and-set)")
 write_seconds = Histogram("engram_window_write_seconds", "Compress + embed + upsert of a batch of windows",
                           buckets=LATENCY_BUCKETS)
 recall_seconds = Histogram("engram_recall_seconds", "Recall handling time", ["mode"], buckets=LATENCY_BUCKETS)
@@ -19,6 +22,8 @@ dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to t
                               ["service", "code"])
 retried_total = Counter("engram_retried_total", "Messages negatively acknowledged for a later retry", ["service",
                                                                                                         "code"])
+turns_missing_total = Counter("engram_turns_missing_total", "Turns of a sealed window whose text had expired from "
+                              "working memory before the window was written")
 unsettled_total = Counter("engram_unsettled_total", "Messages that could not be acked, nak'ed or dead-lettered "
                           "(JetStream redelivers them)", ["service"])
 embed_seconds = Histogram("engram_embed_seconds", "Dense embedding of one request's texts", ["kind"],

@@ -1,8 +1,21 @@
 """Working-memory transitions: append, seal at N, flush by sequence, idle, complete; all pure functions."""
 from datetime import UTC, datetime, timedelta
 
-from shared.ingest.buffer import Buffer, append, complete, flush, seal_idle
-from tests.conftest import make_turn
+import pytest
+
+from shared.errors import ConfigError
+from shared.ingest.buffer import (
+    SEEN_LIMIT,
+    Buffer,
+    append,
+    check_fits,
+    complete,
+    flush,
+    max_bytes,
+    next_due,
+    seal_idle,
+    seen,
+)
 
 NOW = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -11,47 +24,51 @@ def empty() -> Buffer:
     return Buffer(tenant_id="t", conversation_id="c1")
 
 
-def fill(buffer: Buffer, ids: list[str], window: int = 4, start_seq: int = 1) -> Buffer:
+def fill(buffer: Buffer, ids: list[str], window: int = 4, start_seq: int = 1, recent: int = 5) -> Buffer:
     for offset, turn_id in enumerate(ids):
-        buffer, _ = append(buffer, make_turn(turn_id, turn_id=turn_id), start_seq + offset, NOW,
-                           window_turns=window, recent_turns=5)
+        buffer, _ = append(buffer, turn_id, start_seq + offset, NOW + timedelta(seconds=offset), NOW,
+                           window_turns=window, recent_turns=recent)
     return buffer
 
 
 def test_a_window_is_sealed_at_n_turns_in_stream_order() -> None:
     buffer = fill(empty(), ["a", "b", "c"])
-    assert [b.turn.turn_id for b in buffer.open] == ["a", "b", "c"] and not buffer.sealed
+    assert buffer.open == [1, 2, 3] and not buffer.sealed and buffer.active
     buffer = fill(buffer, ["d", "e"], start_seq=4)
-    assert [w.turn_ids for w in buffer.sealed] == [["a", "b", "c", "d"]]
-    assert [b.turn.turn_id for b in buffer.open] == ["e"]
-    assert buffer.tail is not None and buffer.tail.turn_id == "d"
+    assert [w.seqs for w in buffer.sealed] == [[1, 2, 3, 4]]
+    assert buffer.open == [5] and buffer.tail == 4
 
 
 def test_the_next_window_quotes_the_last_turn_of_the_previous_one() -> None:
     buffer = fill(empty(), [f"t{i}" for i in range(8)])
-    assert [w.turn_ids for w in buffer.sealed] == [["t0", "t1", "t2", "t3"], ["t4", "t5", "t6", "t7"]]
-    assert buffer.sealed[0].context == [] and [t.turn_id for t in buffer.sealed[1].context] == ["t3"]
+    assert [w.seqs for w in buffer.sealed] == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert buffer.sealed[0].context is None and buffer.sealed[1].context == 4
 
 
 def test_repeated_turn_ids_are_ignored_even_after_their_window_closed() -> None:
-    buffer = fill(empty(), ["a", "b", "c", "d"])
-    buffer = complete(buffer, ["a", "b", "c", "d"])
-    again, new = append(buffer, make_turn("a again", turn_id="a"), 99, NOW, window_turns=4, recent_turns=5)
+    buffer = complete(fill(empty(), ["a", "b", "c", "d"]), [1, 2, 3, 4])
+    assert seen(buffer, "a") and not buffer.active
+    again, new = append(buffer, "a", 99, NOW, NOW, window_turns=4, recent_turns=5)
     assert not new and again == buffer
-    open_dup, new = append(fill(empty(), ["x"]), make_turn("x", turn_id="x"), 5, NOW, window_turns=4,
-                           recent_turns=5)
-    assert not new and len(open_dup.open) == 1
+    open_dup, new = append(fill(empty(), ["x"]), "x", 5, NOW, NOW, window_turns=4, recent_turns=5)
+    assert not new and open_dup.open == [1]
+
+
+def test_seen_ids_are_fixed_size_digests_and_bounded() -> None:
+    buffer = fill(empty(), ["x" * 128 + str(i) for i in range(SEEN_LIMIT + 10)], window=64, recent=0)
+    assert len(buffer.seen) == SEEN_LIMIT and {len(d) for d in buffer.seen} == {16}
+    assert not seen(buffer, "x" * 128 + "0") and seen(buffer, "x" * 128 + str(SEEN_LIMIT + 9))
 
 
 def test_flush_seals_only_what_was_published_before_it() -> None:
     buffer = fill(empty(), ["a", "b"], start_seq=10)
-    buffer, _ = append(buffer, make_turn("late", turn_id="late"), 20, NOW, window_turns=4, recent_turns=5)
+    buffer, _ = append(buffer, "late", 20, NOW, NOW, window_turns=4, recent_turns=5)
     flushed = flush(buffer, 15, NOW)
-    assert [w.turn_ids for w in flushed.sealed] == [["a", "b"]] and flushed.sealed[0].reason == "flush"
-    assert [b.turn.turn_id for b in flushed.open] == ["late"]
+    assert [w.seqs for w in flushed.sealed] == [[10, 11]] and flushed.sealed[0].reason == "flush"
+    assert flushed.open == [20]
     # A turn published before the flush but applied after it is closed at once.
-    straggler, new = append(flushed, make_turn("slow", turn_id="slow"), 12, NOW, window_turns=4, recent_turns=5)
-    assert new and straggler.sealed[-1].turn_ids == ["slow"]
+    straggler, new = append(flushed, "slow", 12, NOW, NOW, window_turns=4, recent_turns=5)
+    assert new and straggler.sealed[-1].seqs == [12]
     assert flush(empty(), 3, NOW).sealed == []
 
 
@@ -59,13 +76,41 @@ def test_idle_conversations_are_sealed_after_the_timeout_only() -> None:
     buffer = fill(empty(), ["a"])
     assert seal_idle(buffer, NOW + timedelta(seconds=10), 30) == buffer
     sealed = seal_idle(buffer, NOW + timedelta(seconds=31), 30)
-    assert [w.turn_ids for w in sealed.sealed] == [["a"]] and sealed.sealed[0].reason == "idle"
+    assert [w.seqs for w in sealed.sealed] == [[1]] and sealed.sealed[0].reason == "idle"
     assert seal_idle(empty(), NOW + timedelta(days=1), 30) == empty()
 
 
 def test_complete_removes_exactly_that_window_and_recent_turns_are_bounded() -> None:
     buffer = fill(empty(), [f"t{i}" for i in range(8)])
-    done = complete(buffer, ["t3", "t2", "t1", "t0"])
-    assert [w.turn_ids for w in done.sealed] == [["t4", "t5", "t6", "t7"]]
-    assert complete(done, ["nope"]) == done
-    assert [t.turn_id for t in done.recent] == ["t3", "t4", "t5", "t6", "t7"]
+    done = complete(buffer, [4, 3, 2, 1])
+    assert [w.seqs for w in done.sealed] == [[5, 6, 7, 8]]
+    assert complete(done, [99]) == done
+    assert [r.seq for r in done.recent] == [4, 5, 6, 7, 8]
+
+
+def test_referenced_turns_are_those_a_window_recall_or_context_still_needs() -> None:
+    buffer = fill(empty(), [f"t{i}" for i in range(6)], recent=2)
+    assert buffer.referenced() == {1, 2, 3, 4, 5, 6}  # sealed 1-4, open 5-6 (recent 5-6, tail 4)
+    done = complete(buffer, [1, 2, 3, 4])
+    assert done.referenced() == {4, 5, 6}  # 4 stays: the next window quotes it
+
+
+def test_a_sweep_is_due_when_open_turns_go_idle_or_a_sealed_window_outlives_its_grace() -> None:
+    buffer = fill(empty(), ["a", "b"])
+    assert next_due(buffer, 300, 30) == NOW + timedelta(seconds=300)
+    sealed = flush(buffer, 99, NOW + timedelta(seconds=5))
+    assert next_due(sealed, 300, 30) == NOW + timedelta(seconds=35)
+    assert next_due(complete(sealed, [1, 2]), 300, 30) is None
+
+
+def test_a_buffer_is_bounded_by_the_settings_whatever_the_turns_say() -> None:
+    defaults = max_bytes(window_turns=4, recent_turns=20, max_pending_windows=32)
+    assert defaults < 40_000
+    check_fits(window_turns=4, recent_turns=20, max_pending_windows=32, max_payload=1024 * 1024)
+    # Settings under which a buffer could outgrow a NATS message are refused at startup, saying what to change.
+    with pytest.raises(ConfigError, match="ENGRAM_MAX_PENDING_WINDOWS"):
+        check_fits(window_turns=64, recent_turns=500, max_pending_windows=1000, max_payload=1024 * 1024)
+    # A real buffer never exceeds the bound (long CJK ids; the turns' texts are stored elsewhere).
+    long_ids = [("我" * 40) + str(i) for i in range(200)]
+    buffer = fill(empty(), long_ids, window=4, recent=20)
+    assert len(buffer.model_dump_json()) <= defaults
