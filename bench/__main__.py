@@ -26,7 +26,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             source = SAMPLE  # LoCoMo is never vendored; the tiny sample keeps the bench runnable
         results["conversation"] = str(source)
         results["pipeline"] = await pipeline.run(locomo.load(source), settings,
-                                                 [int(c) for c in args.concurrency.split(",")], args.rounds)
+                                                 [int(c) for c in args.concurrency.split(",")], args.rounds,
+                                                 args.load_turns)
     if "scale" in args.only:
         results["scale"] = await scale.run([int(s) for s in args.sizes.split(",")], settings)
     return results
@@ -40,6 +41,8 @@ def cli() -> None:
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=40,
                         help="recalls per client above 1 client (1 client asks every question once, as the floor)")
+    parser.add_argument("--load-turns", type=int, default=2000,
+                        help="short turns of another user ingested while one client recalls")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()

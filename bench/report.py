@@ -29,7 +29,15 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
             table.add_row(str(row["concurrency"]), str(row["requests"]), str(row["errors"]),
                           f"{row['requests_per_s']:.1f}", f"{row['p50']:.1f}", f"{row['p95']:.1f}",
                           f"{row['p99']:.1f}", f"{row['p50'] / floor['p50']:.2f}")
+        during = recall.get("during_ingest")
+        if during:
+            table.add_row(f"1, while {during['turns']:,} turns ingest", str(during["n"]), str(during["errors"]), "",
+                          f"{during['p50']:.1f}", f"{during['p95']:.1f}", f"{during['p99']:.1f}",
+                          f"{during['p50'] / floor['p50']:.2f}")
         console.print(table)
+        if during:
+            console.print(f"meanwhile {during['turns']:,} turns of another user were stored at "
+                          f"{during['ingest_turns_per_s']:.1f} turns/s (publish → recallable)")
     if "scale" in results:
         table = Table(title="scale: synthetic entries, 100 tenants x 100 users, precomputed query vectors")
         for column in ("backend", "entries", "upserts/s", "index build s", "store p50 ms", "store p95 ms",

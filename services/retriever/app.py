@@ -1,18 +1,15 @@
 """Retriever: answers `<prefix>.<tenant>.recall` and `<prefix>.<tenant>.entries` in a queue group."""
 from collections import Counter
-from typing import Annotated
 
-from faststream import Path
 from faststream.nats import NatsMessage, NatsRouter
 
-from shared.contract import EntriesRequest, EntriesResponse, RecallRequest, RecallResponse
+from shared.contract import EntriesRequest, RecallRequest
 from shared.messaging import replies, subjects
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
 from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
 
-Tenant = Annotated[str, Path()]
 QUEUE = "retriever"
 
 
@@ -26,15 +23,20 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
     prefix = settings.subject_prefix
     router = NatsRouter(middlewares=[replies.middleware("retriever")])
 
-    @router.subscriber(subjects.recall(prefix), queue=QUEUE, max_workers=settings.recall_workers)
-    async def on_recall(msg: NatsMessage, tenant: Tenant) -> RecallResponse:
+    @router.subscriber(subjects.nats_wildcard(subjects.recall(prefix)), queue=QUEUE,
+                       max_workers=settings.recall_workers)
+    async def on_recall(msg: NatsMessage) -> bytes:
         served["recall"] += 1
         request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
-        return await answer_recall(deps.retrieval, deps.working_memory, tenant, request)
+        return replies.encode(await answer_recall(deps.retrieval, deps.working_memory, replies.tenant_of(msg),
+                                                  request))
 
-    @router.subscriber(subjects.entries(prefix), queue=QUEUE, max_workers=settings.recall_workers)
-    async def on_entries(msg: NatsMessage, tenant: Tenant) -> EntriesResponse:
+    @router.subscriber(subjects.nats_wildcard(subjects.entries(prefix)), queue=QUEUE,
+                       max_workers=settings.recall_workers)
+    async def on_entries(msg: NatsMessage) -> bytes:
         served["entries"] += 1
-        return await entries(deps.retrieval.store, tenant, EntriesRequest.model_validate_json(msg.body))
+        request = EntriesRequest.model_validate_json(msg.body)
+        return replies.encode(await entries(deps.retrieval.store, replies.tenant_of(msg), request,
+                                            deps.retrieval.max_reply_bytes))
 
     deps.broker.include_router(router)

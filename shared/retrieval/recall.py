@@ -9,6 +9,7 @@ from shared.contract import Explanation, RecallRequest, RecallResponse, Timings,
 from shared.embedding import Bm25Encoder, Embedder
 from shared.errors import InvalidRequest
 from shared.retrieval import render as rendering
+from shared.retrieval.fit import fit_recall
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan, query_terms
 from shared.retrieval.views import recalled_entry
@@ -20,12 +21,17 @@ log = logging.getLogger("engram.retrieval")
 
 @dataclass(frozen=True)
 class Retrieval:
-    """What recall needs: the store, both encoders and the tuning settings."""
+    """What recall needs: the store, both encoders and the tuning settings.
+
+    Args:
+        max_reply_bytes: the most a reply may take on the wire (the broker's max_payload); None is unlimited.
+    """
 
     store: Store
     embedder: Embedder
     sparse: Bm25Encoder
     settings: Settings
+    max_reply_bytes: int | None = None
 
 
 def _scope(tenant: str, request: RecallRequest) -> Scope:
@@ -173,14 +179,20 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     """Answer a RecallRequest for `tenant`: the hits, the recent turns, and a context within the token budget."""
     started = time.perf_counter()
     hits, boosts, applied, timings = await search(retrieval, tenant, request, now)
-    recent = list(working_memory or []) if request.include_working_memory else []
-    context, context_tokens, kept = rendering.render(hits, recent, request.token_budget, retrieval.settings.tokenizer)
     terms = query_terms(request.query) if request.explain else []
-    entries = [recalled_entry(h, Explanation(
-        dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank, sparse_score=h.sparse_score,
-        fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
-        filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
-    ) if request.explain else None) for h in kept]
+
+    def build(candidates: list[ScoredEntry], recent: list[Turn]) -> RecallResponse:
+        context, context_tokens, kept = rendering.render(candidates, recent, request.token_budget,
+                                                         retrieval.settings.tokenizer)
+        entries = [recalled_entry(h, Explanation(
+            dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
+            sparse_score=h.sparse_score, fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
+            filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
+        ) if request.explain else None) for h in kept]
+        return RecallResponse(entries=entries, working_memory=recent, context=context, context_tokens=context_tokens,
+                              timings_ms=timings)
+
+    recent = list(working_memory or []) if request.include_working_memory else []
+    reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
     total = (time.perf_counter() - started) * 1e3
-    return RecallResponse(entries=entries, working_memory=recent, context=context, context_tokens=context_tokens,
-                          timings_ms=timings.model_copy(update={"total": total}))
+    return reply.model_copy(update={"timings_ms": timings.model_copy(update={"total": total})})

@@ -13,6 +13,7 @@ from shared.errors import Unavailable
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import connection
 from shared.retrieval import Retrieval, warm_up
+from shared.retrieval.fit import REPLY_HEADROOM_BYTES
 from shared.settings import Settings
 from shared.store import Store
 
@@ -51,7 +52,8 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
     try:
         working_memory = await WorkingMemory.open(nc.jetstream(), settings.subject_prefix,
                                                   ttl_s=settings.working_memory_ttl_s)
-        retrieval = Retrieval(store, embedder, Bm25Encoder(settings.bm25_language), settings)
+        retrieval = Retrieval(store, embedder, Bm25Encoder(settings.bm25_language), settings,
+                              max_reply_bytes=nc.max_payload - REPLY_HEADROOM_BYTES)
         await warm_up(retrieval)
         yield RetrieverDeps(settings=settings, broker=broker, working_memory=working_memory, retrieval=retrieval)
     finally:
