@@ -35,6 +35,17 @@ def conversation(lines: list[tuple[str, str]], conversation_id: str = "c1", star
                       ts=start + timedelta(minutes=i), user_id=user_id) for i, (speaker, text) in enumerate(lines)]
 
 
+@pytest.fixture(autouse=True)
+def _no_engram_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests build their own settings: no ENGRAM_* variable of the shell that runs them leaks in.
+
+    ENGRAM_LOCOMO_DIR stays: it only says where the evaluation data is.
+    """
+    for name in list(os.environ):
+        if name.startswith("ENGRAM_") and name != "ENGRAM_LOCOMO_DIR":
+            monkeypatch.delenv(name)
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings with every folder under the test's own tmp_path."""

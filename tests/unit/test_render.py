@@ -55,3 +55,14 @@ def test_mmr_prefers_a_different_second_hit() -> None:
     hits = [hit("a first", 1.0, same), hit("b dupe", 0.95, same), hit("c other", 0.9, other)]
     assert [h.entry.text for h in mmr(hits, 2, 0.5)] == ["a first", "c other"]
     assert [h.entry.text for h in mmr(hits, 2, 1.0)] == ["a first", "b dupe"]
+
+
+def test_texts_beyond_the_tokenizer_s_own_limit_are_counted_and_truncated_in_pieces() -> None:
+    long = ("我昨天在杭州的西湖边散步，看到很多人在划船。\n" * 30_000)  # about 690,000 characters
+    whole = tokens.count(long)
+    assert whole > 200_000  # more than bpe-openai takes in one call
+    assert tokens.count(long[:10_000]) * 60 < whole < tokens.count(long[:10_000]) * 80
+    cut = tokens.truncate(long, 250_000)
+    assert long.startswith(cut) and 249_000 <= tokens.count(cut) <= 250_000
+    _, used, kept = render([hit(long)], [], 1000)
+    assert used <= 1000 and len(kept) == 1

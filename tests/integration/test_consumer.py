@@ -1,0 +1,101 @@
+"""The pull consumer every ingestor runs, against a real nats-server: retries, dead letters, and a loop that no
+message can stop."""
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from shared.errors import InvalidRequest, Unavailable
+from shared.messaging import connection, deadletter, nats_server, streams
+from shared.messaging.consumer import PullConsumer
+from tests.conftest import make_turn, unique
+from tests.e2e.conftest import eventually
+from tests.e2e.helpers import dead_letters
+
+
+@dataclass
+class Broker:
+    """A fresh nats-server with engram's streams, and a connection to it."""
+
+    url: str
+    nc: Client
+    js: JetStreamContext
+    handled: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    server = nats_server.start(tmp_path / "nats")
+    nc = await connection.connect(server.url, "test")
+    js = nc.jetstream()
+    await streams.ensure(js, "mem")
+    yield Broker(server.url, nc, js)
+    await nc.close()
+    server.stop()
+
+
+def consumer(broker: Broker, handle: deadletter.Handler, *, max_deliver: int = 5,
+             ack_wait_s: float = 30.0) -> PullConsumer:
+    settler = deadletter.Settler("ingestor", "mem", max_deliver, broker.js)
+    return PullConsumer(broker.js, streams.turns_stream("mem"), streams.ingestor_consumer("mem", ack_wait_s), settler,
+                        handle, batch=8)
+
+
+def turn_body(text: str) -> bytes:
+    return make_turn(text, conversation_id="c1").model_dump_json().encode()
+
+
+async def test_a_retryable_failure_is_nakd_then_dead_lettered_after_max_deliver(broker: Broker) -> None:
+    tenant = unique("t")
+    deliveries: list[int] = []
+
+    async def handle(tenant: str, kind: str, body: bytes, seq: int) -> None:
+        deliveries.append(seq)
+        raise Unavailable("the store does not answer")
+
+    pulling = consumer(broker, handle, max_deliver=3)
+    await pulling.start()
+    try:
+        await broker.js.publish(f"mem.{tenant}.turns", turn_body("I moved to Lisbon."))
+        [letter] = await dead_letters(broker.url, tenant, timeout_s=30)
+    finally:
+        await pulling.stop()
+    headers = letter.headers or {}
+    assert len(deliveries) == 3 and len(set(deliveries)) == 1  # the same message, delivered three times
+    assert headers[deadletter.HEADER_CODE] == "unavailable" and headers[deadletter.HEADER_DELIVERIES] == "3"
+    assert "the store does not answer" in headers[deadletter.HEADER_REASON]
+
+
+async def test_a_message_that_cannot_be_settled_does_not_stop_the_loop(broker: Broker) -> None:
+    """The dead-letter stream is gone, so dead-lettering fails: the bad message waits, the good ones go on."""
+    tenant = unique("t")
+
+    async def handle(tenant: str, kind: str, body: bytes, seq: int) -> None:
+        text = json.loads(body)["text"]
+        if text.startswith("bad"):
+            raise InvalidRequest(f"refusing {text!r}")
+        broker.handled.append(text)
+
+    await broker.js.delete_stream(streams.dlq_stream("mem"))
+    pulling = consumer(broker, handle, ack_wait_s=1.0)
+    task = await pulling.start()
+    try:
+        await broker.js.publish(f"mem.{tenant}.turns", turn_body("bad: cannot be dead-lettered yet"))
+        await broker.js.publish(f"mem.{tenant}.turns", turn_body("good: handled meanwhile"))
+        await eventually(lambda: _value(broker.handled), lambda handled: "good: handled meanwhile" in handled)
+        assert not task.done()
+        await streams.ensure(broker.js, "mem")  # the dead-letter stream is back: the redelivery is dead-lettered
+        [letter] = await dead_letters(broker.url, tenant, timeout_s=30)
+        assert json.loads(letter.data)["text"] == "bad: cannot be dead-lettered yet"
+        assert int((letter.headers or {})[deadletter.HEADER_DELIVERIES]) >= 2
+        assert not task.done()
+    finally:
+        await pulling.stop()
+
+
+async def _value(value: list[str]) -> list[str]:
+    return value

@@ -1,0 +1,44 @@
+"""The settle decision: retry what may succeed later (up to max_deliver), wait out back-pressure, dead-letter
+the rest."""
+import json
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from shared.errors import Busy, EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
+from shared.messaging.deadletter import MAX_RETRY_DELAY_S, Settle, retry_delay_s, settle
+
+
+class _Model(BaseModel):
+    n: int
+
+
+def _validation_error() -> ValidationError:
+    with pytest.raises(ValidationError) as info:
+        _Model.model_validate({"n": "x"})
+    return info.value
+
+
+@pytest.mark.parametrize("exc", [Unavailable("store down"), Timeout("kv slow")])
+def test_a_retryable_failure_is_retried_until_max_deliver_then_dead_lettered(exc: EngramError) -> None:
+    assert [settle(exc, deliveries, max_deliver=3) for deliveries in (1, 2, 3, 4)] == [
+        Settle.RETRY, Settle.RETRY, Settle.DEAD_LETTER, Settle.DEAD_LETTER]
+
+
+@pytest.mark.parametrize("exc", [InvalidRequest("bad"), Forbidden("other tenant"), NotFound("gone"),
+                                 EngramError("internal"), RuntimeError("bug"), _validation_error(),
+                                 json.JSONDecodeError("x", "{", 0)])
+def test_what_retrying_cannot_fix_is_dead_lettered_at_once(exc: Exception) -> None:
+    assert settle(exc, 1, max_deliver=5) is Settle.DEAD_LETTER
+
+
+def test_back_pressure_waits_however_many_deliveries_it_takes() -> None:
+    busy = Busy("conversation has 32 windows waiting")
+    assert busy.code == "unavailable" and busy.retryable
+    assert all(settle(busy, deliveries, max_deliver=5) is Settle.RETRY for deliveries in (1, 5, 6, 100, 10_000))
+
+
+def test_retry_delays_grow_and_are_capped() -> None:
+    delays = [retry_delay_s(n) for n in (0, 1, 2, 3, 6, 7, 100, 10**9)]
+    assert delays[:5] == [1.0, 1.0, 2.0, 4.0, 30.0] and max(delays) == MAX_RETRY_DELAY_S
+    assert delays == sorted(delays)
