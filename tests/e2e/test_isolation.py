@@ -64,3 +64,18 @@ async def test_a_payload_naming_another_tenant_is_refused(stack: Running, client
     async with await MemoryClient.connect(stack.nats_url, "someone-else") as other:
         assert (await other.entries(op="list")).entries == []
     assert (await client.entries(op="list")).entries == []
+
+
+async def test_working_memory_is_scoped_to_the_requests_user(client: MemoryClient) -> None:
+    """A recall that names a conversation gets its recent turns only if they are the asking user's."""
+    mine = conversation([("Ana", "My new PIN is 4821, do not tell anyone."), ("Bot", "Noted.")],
+                        conversation_id="private-1", user_id="ana")
+    await client.publish_turns(mine)
+    found = await eventually(lambda: client.recall("PIN", conversation_id="private-1", user_id="ana",
+                                                   include_working_memory=True),
+                             lambda r: len(r.working_memory) == 2)
+    assert "4821" in found.context
+    other = await client.recall("PIN", conversation_id="private-1", user_id="mallory", include_working_memory=True)
+    assert other.working_memory == [] and "4821" not in other.context
+    tenant_wide = await client.recall("PIN", conversation_id="private-1", include_working_memory=True)
+    assert len(tenant_wide.working_memory) == 2  # no user named: the tenant's own service sees its conversation

@@ -2,6 +2,7 @@
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import pytest
 
 from services.stack import running
@@ -9,7 +10,7 @@ from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from tests.conftest import conversation, make_turn, unique
 from tests.e2e.conftest import eventually
-from tests.e2e.helpers import stored_turn_ids
+from tests.e2e.helpers import dead_letter_count, stored_turn_ids
 from tests.fakes.openai_server import FakeOpenAI, serve
 
 
@@ -52,3 +53,34 @@ async def test_an_embedder_outage_is_retried_and_loses_nothing(e2e_settings: Set
 
 async def _failed_posts(fake: FakeOpenAI) -> int:
     return sum(1 for r in fake.requests if r["path"].endswith("/embeddings"))
+
+
+async def test_back_pressure_holds_turns_in_the_stream_past_max_deliver_and_loses_none(
+        e2e_settings: Settings, nats_url: str, flaky_embeddings: FakeOpenAI, tmp_path: Path) -> None:
+    """With one window pending and the embedder down, later turns are nak'ed: they wait as long as it takes (more
+    deliveries than max_deliver), are never dead-lettered, and are stored once writing works again."""
+    settings = e2e_settings.model_copy(update={
+        "embedder": "openai", "openai_base_url": flaky_embeddings.url, "openai_api_key": "k",
+        "embedding_dimensions": 32, "data_dir": tmp_path / "held", "max_pending_windows": 1, "max_deliver": 1})
+    tenant = unique("t")
+    turns = conversation([("Ana", f"Detail {i}: something worth remembering.") for i in range(12)],
+                         conversation_id="held")
+    flaky_embeddings.fail_with = 503
+    nc = await nats.connect(nats_url)
+    try:
+        async with running(settings, nats_url=nats_url) as state:
+            async with await MemoryClient.connect(state.nats_url, tenant) as client:
+                await client.publish_turns(turns)
+                await client.flush("held")
+                # Every held turn has been delivered more often than max_deliver (12 turns and a flush, then
+                # another round of the 8 turns behind the pending window).
+                await eventually(lambda: nc.jetstream().consumer_info("MEM_TURNS", "ingestor"),
+                                 lambda info: (info.delivered.consumer_seq or 0) >= 13 + 8, timeout_s=60)
+                assert await dead_letter_count(state.nats_url, tenant) == 0
+                flaky_embeddings.fail_with = None
+                await wait_until_stored(client, turns, timeout_s=120)
+            ids = await stored_turn_ids(state.store, tenant)
+    finally:
+        await nc.close()
+    assert sorted(ids) == sorted(t.turn_id for t in turns)
+    assert await dead_letter_count(nats_url, tenant) == 0

@@ -1,12 +1,8 @@
 """Working memory on a real nats-server: compare-and-set between replicas, bounded buffers, and an open index that
 makes a sweep cost in proportion to the conversations with turns waiting."""
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
-from nats.aio.client import Client
 from prometheus_client import REGISTRY
 
 from shared.contract import Flush
@@ -15,24 +11,11 @@ from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory, keys
-from shared.messaging import connection, nats_server
 from tests.conftest import make_turn, unique
 from tests.e2e.conftest import eventually
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
-
-
-@pytest.fixture
-async def replicas(tmp_path: Path) -> AsyncIterator[tuple[WorkingMemory, WorkingMemory]]:
-    """Two replicas' views of one working memory, each over its own connection."""
-    server = nats_server.start(tmp_path / "nats")
-    connections: list[Client] = [await connection.connect(server.url, f"r{i}") for i in range(2)]
-    memories = [await WorkingMemory.open(nc.jetstream(), "mem", ttl_s=3600) for nc in connections]
-    yield memories[0], memories[1]
-    for nc in connections:
-        await nc.close()
-    server.stop()
 
 
 def idle_closer(wm: WorkingMemory) -> WindowCloser:

@@ -1,7 +1,10 @@
 """The offline compressor writes self-contained, dated entries that keep who said what."""
+import threading
 from datetime import UTC, datetime
 
-from shared.compress import IMAGE_CAPTION_KEY, OfflineCompressor, Window
+import pytest
+
+from shared.compress import IMAGE_CAPTION_KEY, Draft, OfflineCompressor, Window
 from tests.conftest import conversation, make_turn
 
 
@@ -83,3 +86,20 @@ def test_a_long_opening_turn_needs_no_quoted_context() -> None:
     turns = conversation([("A", "Where did you go?"), ("B", long_answer)])
     text = compress(Window(tenant_id="t", conversation_id="c1", turns=turns[1:], context=turns[:1]))
     assert "before:" not in text
+
+
+async def test_compression_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Date parsing and extraction are CPU work: they must not hold up the loop that answers recalls."""
+    threads: list[int] = []
+    compressor = OfflineCompressor()
+    original = compressor.compress_sync
+
+    def recording(window: Window) -> list[Draft]:
+        threads.append(threading.get_ident())
+        return original(window)
+
+    monkeypatch.setattr(compressor, "compress_sync", recording)
+    window = Window(tenant_id="t", conversation_id="c1", turns=[make_turn("I moved to Lisbon yesterday.")])
+    [draft] = await compressor.compress(window)
+    assert "yesterday (7 May 2023)" in draft.text
+    assert threads and threads[0] != threading.get_ident()

@@ -1,0 +1,59 @@
+"""Events are at least once, with an id that is the same every time the same change is announced."""
+import asyncio
+import json
+from typing import Any
+
+import nats
+import pytest
+
+from services.stack import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import EntryCreated, event_id
+from shared.ingest.closer import WindowCloser
+from shared.messaging import subjects
+from shared.settings import Settings
+from tests.conftest import conversation, unique
+from tests.e2e.conftest import eventually
+
+
+async def test_an_event_sent_again_after_a_failure_has_the_same_event_id(
+        e2e_settings: Settings, nats_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window's entry is stored and announced, then marking the window done fails (as a crash there would):
+    the window is written again and announced again, and both announcements carry one event_id."""
+    tenant = unique("t")
+    original = WindowCloser._complete
+    failed: list[str] = []
+
+    async def complete_fails_once(self: WindowCloser, *args: Any) -> None:
+        if not failed:
+            failed.append("once")
+            raise ConnectionError("lost the connection right after announcing")
+        await original(self, *args)
+
+    monkeypatch.setattr(WindowCloser, "_complete", complete_fails_once)
+    nc = await nats.connect(nats_url)
+    received: list[dict[str, Any]] = []
+
+    async def on_event(msg: Any) -> None:
+        received.append(json.loads(msg.data))
+
+    await nc.subscribe(subjects.events("mem", tenant), cb=on_event)
+    turns = conversation([("Ana", "We adopted a puppy called Biscuit."), ("Bo", "What breed is she?")],
+                         conversation_id="ev1")
+    try:
+        async with running(e2e_settings, nats_url=nats_url) as state, \
+                await MemoryClient.connect(state.nats_url, tenant) as client:
+            await client.publish_turns(turns)
+            await client.flush("ev1")
+            await wait_until_stored(client, turns, timeout_s=30)
+            await eventually(lambda: asyncio.sleep(0, result=received), lambda r: len(r) >= 2, timeout_s=30)
+            buffer = await eventually(lambda: state.ingestor_deps[0].working_memory.get(tenant, "ev1"),
+                                      lambda b: b is not None and not b.sealed)
+            listed = await client.entries(op="list", conversation_id="ev1")
+    finally:
+        await nc.close()
+    assert failed and buffer is not None
+    events = [EntryCreated.model_validate(e) for e in received]
+    assert len(events) == 2 and len({e.event_id for e in events}) == 1  # announced twice, one id to de-duplicate on
+    [entry] = listed.entries
+    assert events[0].entry_id == entry.id and events[0].event_id == event_id("entry_created", entry.id)

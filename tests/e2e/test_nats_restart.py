@@ -1,0 +1,88 @@
+"""NATS goes away and comes back: clients and services reconnect by themselves, and no turn is lost or doubled."""
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+from services.stack import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import Turn
+from shared.errors import EngramError
+from shared.messaging import connection, nats_server, streams
+from shared.messaging.nats_server import EmbeddedNats
+from shared.settings import Settings
+from tests.conftest import conversation, make_turn, unique
+from tests.e2e.conftest import eventually
+from tests.e2e.helpers import stored_turn_ids
+
+OUTAGE_S = 8.0  # longer than the client used to keep trying (10 attempts half a second apart)
+
+
+def restart(server: EmbeddedNats) -> EmbeddedNats:
+    """Start nats-server again on the same port with the same JetStream store."""
+    return nats_server.start(server.store_dir, port=server.port)
+
+
+async def publish_until_accepted(client: MemoryClient, turn: Turn) -> None:
+    """What a product does while NATS is away: try again until the publish is acknowledged."""
+    await eventually(lambda: _try_publish(client, turn), timeout_s=60, interval_s=0.2)
+
+
+async def _try_publish(client: MemoryClient, turn: Turn) -> bool:
+    try:
+        await client.publish_turn(turn)
+    except EngramError:
+        return False
+    return True
+
+
+async def test_the_client_outlives_a_nats_outage(tmp_path: Path) -> None:
+    server = nats_server.start(tmp_path / "nats")
+    setup = await connection.connect(server.url, "setup")
+    await streams.ensure(setup.jetstream(), "mem")  # what an ingestor does when it starts
+    await setup.close()
+    client = await MemoryClient.connect(server.url, unique("t"), timeout_s=2)
+    try:
+        await client.publish_turn(make_turn("before the outage", conversation_id="o1"))
+        server.kill()
+        await asyncio.sleep(OUTAGE_S)  # the outage itself is what is being tested
+        server = restart(server)
+        await publish_until_accepted(client, make_turn("after the outage", conversation_id="o1"))
+    finally:
+        await client.close()
+        server.stop()
+
+
+async def test_a_nats_restart_during_ingest_loses_nothing_and_doubles_nothing(tmp_path: Path) -> None:
+    tenant = unique("t")
+    server = nats_server.start(tmp_path / "nats")
+    settings = Settings(data_dir=tmp_path / "data", http_port=0, sweep_interval_s=0.2, seal_grace_s=1.0,
+                        idle_timeout_s=2.0, ack_wait_s=5.0)
+    turns = [t for c in range(6) for t in conversation(
+        [("Ana" if i % 2 else "Bo", f"Conversation {c}, line {i}: something worth keeping number {i}.")
+         for i in range(10)], conversation_id=f"r-{c}")]
+    order = sorted(turns, key=lambda t: (int(t.turn_id.rsplit("-", 1)[1]), t.conversation_id))
+    try:
+        async with running(settings, nats_url=server.url) as state:
+            async with await MemoryClient.connect(state.nats_url, tenant, timeout_s=2) as client:
+                for i, turn in enumerate(order):
+                    if i == len(order) // 2:  # mid-stream: windows open, some written, some in flight
+                        server.kill()
+                        server = restart(server)
+                    await publish_until_accepted(client, turn)
+                for c in range(6):
+                    await eventually(lambda c=c: _try_flush(client, f"r-{c}"), timeout_s=60, interval_s=0.2)
+                await wait_until_stored(client, turns, timeout_s=120)
+            ids = await stored_turn_ids(state.store, tenant)
+    finally:
+        server.stop()
+    counts = Counter(ids)
+    assert set(counts) == {t.turn_id for t in turns}, "a turn was lost"
+    assert max(counts.values()) == 1, f"stored twice: {[k for k, v in counts.items() if v > 1]}"
+
+
+async def _try_flush(client: MemoryClient, conversation_id: str) -> bool:
+    try:
+        await client.flush(conversation_id)
+    except EngramError:
+        return False
+    return True

