@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import pipeline, report, scale
+from bench import pipeline, report, scale, sweep
 from shared.evaluation import locomo
 from shared.evaluation.machine import describe
 from shared.evaluation.settings import EvalSettings
@@ -28,6 +28,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         results["pipeline"] = await pipeline.run(locomo.load(source), settings,
                                                  [int(c) for c in args.concurrency.split(",")], args.rounds,
                                                  args.load_turns)
+    if "sweep" in args.only:
+        results["sweep"] = await sweep.run(args.sweep_keys)
     if "scale" in args.only:
         results["scale"] = await scale.run([int(s) for s in args.sizes.split(",")], settings)
     return results
@@ -36,13 +38,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def cli() -> None:
     """Parse arguments, run, report."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--only", default="pipeline,scale", help="pipeline, scale, or both")
+    parser.add_argument("--only", default="pipeline,sweep,scale", help="any of pipeline, sweep, scale")
     parser.add_argument("--conversation", type=Path, help="LoCoMo file (default: 26.json in ENGRAM_LOCOMO_DIR)")
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=40,
                         help="recalls per client above 1 client (1 client asks every question once, as the floor)")
     parser.add_argument("--load-turns", type=int, default=2000,
                         help="short turns of another user ingested while one client recalls")
+    parser.add_argument("--sweep-keys", type=int, default=100_000, help="finished conversations in working memory")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()

@@ -38,6 +38,19 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
         if during:
             console.print(f"meanwhile {during['turns']:,} turns of another user were stored at "
                           f"{during['ingest_turns_per_s']:.1f} turns/s (publish → recallable)")
+    if "sweep" in results:
+        sweep = results["sweep"]
+        table = Table(title=f"idle detection with {sweep['idle_keys']:,} finished conversations and "
+                            f"{sweep['open_conversations']} open ones in working memory")
+        for column in ("sweep", "buffers read", "ms"):
+            table.add_column(column, justify="right")
+        for label, key in (("open index, nothing due", "sweep_nothing_due"),
+                           ("open index, every open one due", "sweep_all_open_due"),
+                           ("old: list every key, read every buffer", "old_sweep_every_key")):
+            table.add_row(label, f"{sweep[key]['read']:,}", f"{sweep[key]['ms']:.1f}")
+        table.add_row("open index listing at start-up", f"{sweep['open_conversations']}",
+                      f"{sweep['index_listing_ms']:.1f}")
+        console.print(table)
     if "scale" in results:
         table = Table(title="scale: synthetic entries, 100 tenants x 100 users, precomputed query vectors")
         for column in ("backend", "entries", "upserts/s", "index build s", "store p50 ms", "store p95 ms",

@@ -24,7 +24,7 @@ def make_turn(text: str, *, conversation_id: str = "c1", turn_id: str | None = N
               ts: datetime | None = None, user_id: str | None = "u1", **extra: object) -> Turn:
     """A valid turn with sensible defaults."""
     return Turn(conversation_id=conversation_id, turn_id=turn_id or unique("t"), speaker=speaker, role="user",
-                text=text, ts=ts or datetime(2023, 5, 8, 13, 56, tzinfo=UTC), user_id=user_id, **extra)  # type: ignore[arg-type]
+                text=text, ts=ts or datetime(2023, 5, 8, 13, 56, tzinfo=UTC), user_id=user_id, **extra)
 
 
 def conversation(lines: list[tuple[str, str]], conversation_id: str = "c1", start: datetime | None = None,

@@ -19,13 +19,15 @@ async def bench(*args: str) -> str:
 
 async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tmp_path: Path) -> None:
     out = await bench("--only", "pipeline", "--conversation", str(SAMPLE), "--rounds", "3", "--concurrency", "1,2",
-                      "--out", str(tmp_path))
+                      "--load-turns", "40", "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
     ingest, recall = results["pipeline"]["ingest"], results["pipeline"]["recall"]
     assert ingest["turns"] == 11 and ingest["end_to_end_turns_per_s"] > 0 and ingest["efficiency"] > 0
     assert [r["concurrency"] for r in recall["load"]] == [1, 2]
     assert all(r["errors"] == 0 and r["answered"] == r["requests"] for r in recall["load"])
     assert recall["floor"]["p50"] > 0 and recall["overhead_p50_c1"] > 0
+    during = recall["during_ingest"]
+    assert during["turns"] == 40 and during["errors"] == 0 and during["n"] >= 1 and during["p99"] >= during["p50"] > 0
     assert results["machine"]["cores"] >= 1
     assert (tmp_path / "recall.png").stat().st_size > 1000
     assert "recall over NATS vs the floor" in out
@@ -40,3 +42,12 @@ async def test_scale_bench_grows_a_shard_and_contrasts_local_mode(tmp_path: Path
     assert all(r["store_query_ms"]["p50"] > 0 and r["recall_ms"]["p50"] > 0 for r in rows)
     assert results["scale"]["rss_mb_per_100k"] > 0
     assert (tmp_path / "scale.png").stat().st_size > 1000
+
+
+async def test_sweep_bench_times_idle_detection_against_the_old_full_sweep(tmp_path: Path) -> None:
+    out = await bench("--only", "sweep", "--sweep-keys", "500", "--out", str(tmp_path))
+    sweep = json.loads((tmp_path / "results.json").read_text())["sweep"]
+    assert sweep["idle_keys"] == 500 and sweep["open_conversations"] == 100
+    assert sweep["sweep_nothing_due"]["read"] == 0 and sweep["sweep_all_open_due"]["read"] == 100
+    assert sweep["old_sweep_every_key"]["read"] == 600
+    assert "idle detection" in out
