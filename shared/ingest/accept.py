@@ -42,6 +42,8 @@ async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, p
 
     def change(before: Buffer | None) -> tuple[Buffer, tuple[bool, int, bool]]:
         base = before or Buffer(tenant_id=tenant, conversation_id=conversation_id)
+        if buffers.seen(base, turn.turn_id):  # appended meanwhile (a redelivery handled by another replica)
+            return base, (False, 0, base.active)
         if (busy := _busy(before, turn, policy)) is not None:
             raise busy
         after, new = buffers.append(base, turn.turn_id, seq, turn.ts, when, window_turns=policy.window_turns,
@@ -51,7 +53,9 @@ async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, p
     try:
         after, (new, sealed_now, was_active) = await wm.update(tenant, conversation_id, change)
     except Busy:
-        await wm.forget_turns(tenant, conversation_id, [seq])
+        latest = await wm.get(tenant, conversation_id)
+        if latest is None or seq not in latest.referenced():  # stored for nothing: no buffer refers to it
+            await wm.forget_turns(tenant, conversation_id, [seq])
         raise
     assert after is not None  # an append always writes or finds a buffer
     if not new:  # the same turn id was appended by another replica meanwhile

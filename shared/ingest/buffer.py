@@ -8,7 +8,7 @@ A window is *sealed* (its turns fixed) in the same compare-and-set write that de
 can never close overlapping windows: whoever processes a sealed window writes the same deterministic entry.
 """
 import hashlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -151,7 +151,8 @@ def next_due(buffer: Buffer, idle_timeout_s: float, seal_grace_s: float) -> date
 
 def max_bytes(*, window_turns: int, recent_turns: int, max_pending_windows: int) -> int:
     """The largest a buffer can grow under these settings, as stored (JSON): the bound checked at startup."""
-    when = datetime(2000, 1, 1, tzinfo=UTC)
+    # The longest a timestamp gets in JSON: microseconds and an offset ("…12:34:56.123456-12:45").
+    when = datetime(2000, 1, 1, 12, 34, 56, 123456, tzinfo=timezone(-timedelta(hours=12, minutes=45)))
     seqs = [_MAX_SEQ] * window_turns
     worst = Buffer(
         tenant_id="t" * 64, conversation_id="c" * 128, open=seqs[:-1] if window_turns > 1 else [],

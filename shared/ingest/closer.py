@@ -116,17 +116,24 @@ class WindowCloser:
         todo: list[Due] = []
         due = [c for c, at in self._due.items() if at <= now]
         for tenant, conversation_id in due:
-            buffer = await self._seal_if_idle(tenant, conversation_id, now)
-            if buffer is None or not buffer.active:
-                await self._unmark(tenant, conversation_id)
-                continue
-            mine = (tenant, conversation_id) in self._mine
-            todo += self._writable(tenant, conversation_id, buffer, now, 0.0 if mine else self.policy.seal_grace_s)
-            later = buffers.next_due(buffer, self.policy.idle_timeout_s, self.policy.seal_grace_s)
-            self._due[(tenant, conversation_id)] = max(later or now, now + timedelta(
-                seconds=self.policy.sweep_interval_s))
+            try:
+                todo += await self._look_at(tenant, conversation_id, now)
+            except Exception:  # one conversation's trouble must not hold up the others
+                log.exception("sweeping conversation %r failed; it is looked at again later", conversation_id)
+                self._due[(tenant, conversation_id)] = now + timedelta(seconds=self.policy.sweep_interval_s)
         await self._write_all(todo)
         return len(due)
+
+    async def _look_at(self, tenant: str, conversation_id: str, now: datetime) -> list[Due]:
+        """Seal the conversation if idle, unmark it if nothing waits, and say which of its windows to write."""
+        buffer = await self._seal_if_idle(tenant, conversation_id, now)
+        if buffer is None or not buffer.active:
+            await self._unmark(tenant, conversation_id)
+            return []
+        mine = (tenant, conversation_id) in self._mine
+        later = buffers.next_due(buffer, self.policy.idle_timeout_s, self.policy.seal_grace_s)
+        self._due[(tenant, conversation_id)] = max(later or now, now + timedelta(seconds=self.policy.sweep_interval_s))
+        return self._writable(tenant, conversation_id, buffer, now, 0.0 if mine else self.policy.seal_grace_s)
 
     async def _seal_if_idle(self, tenant: str, conversation_id: str, now: datetime) -> Buffer | None:
         buffer = await self.wm.get(tenant, conversation_id)
@@ -140,10 +147,14 @@ class WindowCloser:
         return sealed
 
     async def _unmark(self, tenant: str, conversation_id: str) -> None:
-        if await self.wm.index.unmark_if_inactive(tenant, conversation_id, lambda: self.wm.get(tenant,
-                                                                                                conversation_id)):
-            self._due.pop((tenant, conversation_id), None)
-        self._mine.discard((tenant, conversation_id))
+        conversation = (tenant, conversation_id)
+        known = self._due.get(conversation)
+        unmarked = await self.wm.index.unmark_if_inactive(tenant, conversation_id,
+                                                          lambda: self.wm.get(tenant, conversation_id))
+        # Forget it here unless the watch re-added it meanwhile (marked again after the purge).
+        if unmarked and self._due.get(conversation) is known:
+            self._due.pop(conversation, None)
+        self._mine.discard(conversation)
 
     def _writable(self, tenant: str, conversation_id: str, buffer: Buffer, now: datetime,
                   min_age_s: float) -> list[Due]:
@@ -186,7 +197,11 @@ class WindowCloser:
     async def _write_all(self, todo: list[Due]) -> int:
         written = 0
         for start in range(0, len(todo), MAX_BATCH_WINDOWS):
-            written += await self._write(todo[start:start + MAX_BATCH_WINDOWS])
+            batch = todo[start:start + MAX_BATCH_WINDOWS]
+            try:
+                written += await self._write(batch)
+            except Exception:  # e.g. NATS went away after the entries were stored: the windows stay sealed
+                log.exception("finishing %d written windows failed; they are written again later", len(batch))
         return written
 
     async def _write(self, batch: list[Due]) -> int:
@@ -215,7 +230,11 @@ class WindowCloser:
         wanted = [*sealed.seqs, *([sealed.context] if sealed.context is not None else [])]
         texts = await self.wm.turns(tenant, conversation_id, wanted)
         turns = [texts[s] for s in sealed.seqs if s in texts]
-        if len(turns) < len(sealed.seqs):  # only a bucket TTL shorter than a window's wait can do this
+        if len(turns) < len(sealed.seqs):
+            current = await self.wm.get(tenant, conversation_id)
+            if current is None or sealed not in current.sealed:
+                return None  # another replica wrote it meanwhile (and purged its texts): nothing to do
+            # Still sealed, texts gone: only a bucket TTL shorter than the window's wait can do this.
             metrics.turns_missing_total.inc(len(sealed.seqs) - len(turns))
             log.error("%d turns of a window of conversation %r were gone from working memory",
                       len(sealed.seqs) - len(turns), conversation_id)

@@ -6,10 +6,10 @@ turn is due. The index can never miss an active buffer:
 
 - a write that makes a buffer active marks it *after* its compare-and-set, and a redelivered turn marks again, so a
   crash between the two is healed by the redelivery that must follow (the turn was not acked);
-- only a sweep unmarks: it reads the mark's revision, then the buffer, and purges the mark only if the buffer is
-  inactive and the mark still has that revision (the purge's marker expires, so nothing is left behind). A writer
-  that activated the buffer after the sweep read it has marked since (the revision changed, the purge fails) or
-  will mark after the purge (the mark comes back).
+- only the closer unmarks (after a sweep, or after writing a window): it reads the mark's revision, then the
+  buffer, and purges the mark only if the buffer is inactive and the mark still has that revision (the purge's
+  marker expires, so nothing is left behind). A writer that activated the buffer after the closer read it has
+  marked since (the revision changed, the purge fails) or will mark after the purge (the mark comes back).
 """
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +21,8 @@ from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared.ingest.buffer import Buffer
+from shared.messaging import subjects
+from shared.messaging.connection import transient
 
 
 @dataclass(frozen=True)
@@ -39,35 +41,39 @@ class OpenIndex:
                  conversation_of: Callable[[str], tuple[str, str]], marker_ttl_s: float) -> None:
         self._js = js
         self._kv = kv
-        self._subject_prefix = f"$KV.{bucket}."
+        self._bucket = bucket
         self._key = key
         self._conversation_of = conversation_of
         self._marker_ttl_s = marker_ttl_s
 
     async def mark(self, tenant: str, conversation_id: str, since: datetime) -> None:
         """Record that the conversation has turns waiting (a put: every mark changes the revision)."""
-        await self._kv.put(self._key(tenant, conversation_id), json.dumps({"since": since.isoformat()}).encode())
+        with transient(f"marking conversation {conversation_id!r} open"):
+            await self._kv.put(self._key(tenant, conversation_id), json.dumps({"since": since.isoformat()}).encode())
 
     async def unmark_if_inactive(self, tenant: str, conversation_id: str,
                                  read_buffer: Callable[[], Awaitable[Buffer | None]]) -> bool:
         """Delete the mark if the buffer (read after the mark) has nothing waiting; True if it was deleted."""
         k = self._key(tenant, conversation_id)
-        try:
-            revision = (await self._kv.get(k)).revision
-        except (KeyNotFoundError, KeyDeletedError):
-            return False
+        with transient(f"reading the open mark of conversation {conversation_id!r}"):
+            try:
+                revision = (await self._kv.get(k)).revision
+            except (KeyNotFoundError, KeyDeletedError):
+                return False
         buffer = await read_buffer()
         if buffer is not None and buffer.active:
             return False
         # A purge only if the mark is still that revision, whose marker expires: KeyValue.delete(last=...) would
         # leave a tombstone per conversation for the bucket's TTL, and every watch would list them all again.
         headers = {"KV-Operation": "PURGE", "Nats-Rollup": "sub", "Nats-Expected-Last-Subject-Sequence": str(revision)}
-        try:
-            await self._js.publish(self._subject_prefix + k, b"", headers=headers, msg_ttl=self._marker_ttl_s)
-        except BadRequestError as exc:
-            if exc.err_code in (10071, 10164):  # wrong last sequence: marked again meanwhile, it is active
-                return False
-            raise
+        with transient(f"unmarking conversation {conversation_id!r}"):
+            try:
+                await self._js.publish(subjects.kv_key(self._bucket, k), b"", headers=headers,
+                                       msg_ttl=self._marker_ttl_s)
+            except BadRequestError as exc:
+                if exc.err_code in (10071, 10164):  # wrong last sequence: marked again meanwhile, it is active
+                    return False
+                raise
         return True
 
     async def follow(self) -> AsyncIterator[Mark | None]:

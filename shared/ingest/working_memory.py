@@ -13,16 +13,17 @@ import random
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.contract import Turn
-from shared.errors import Timeout, Unavailable
+from shared.errors import ConfigError, Unavailable
 from shared.ingest.buffer import Buffer
 from shared.ingest.open_index import OpenIndex
+from shared.messaging import streams
+from shared.messaging.connection import transient
 from shared.runtime import metrics
 
 R = TypeVar("R")
@@ -55,11 +56,17 @@ def conversation_of(kv_key: str) -> tuple[str, str]:
 
 async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str) -> KeyValue:
     try:
-        return await js.key_value(name)
+        kv = await js.key_value(name)
     except BucketNotFoundError:
-        # limit_marker_ttl turns on per-message TTLs, which purge markers use so that they expire.
-        return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description,
-                                                        limit_marker_ttl=MARKER_TTL_S))
+        pass
+    else:
+        if not (await js.stream_info(streams.kv_stream(name))).config.allow_msg_ttl:
+            raise ConfigError(f"the key-value bucket {name} was created without per-message TTLs, which engram's "
+                              f"purges need; delete it (nats kv del {name}) once no conversation has turns waiting")
+        return kv
+    # limit_marker_ttl turns on per-message TTLs, which purge markers use so that they expire.
+    return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description,
+                                                    limit_marker_ttl=MARKER_TTL_S))
 
 
 class WorkingMemory:
@@ -78,19 +85,19 @@ class WorkingMemory:
             ttl_s: forget a conversation's buffer and turns this long after their last change (None: keep).
         """
         buffers, turns, open_index = bucket_names(prefix)
-        index = await _bucket(js, open_index, ttl_s, "engram working memory: conversations with open windows")
+        # Marks never expire by age: one stays while its conversation has turns waiting, however long.
+        index = await _bucket(js, open_index, None, "engram working memory: conversations with open windows")
         return cls(await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
                    await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
                    OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S))
 
     async def get(self, tenant: str, conversation_id: str) -> Buffer | None:
         """The conversation's buffer, or None if engram holds nothing for it."""
-        try:
-            entry = await self.buffers.get(key(tenant, conversation_id))
-        except (KeyNotFoundError, KeyDeletedError):
-            return None
-        except NatsTimeout as exc:
-            raise Timeout(f"working memory read for conversation {conversation_id!r} timed out") from exc
+        with transient(f"reading the buffer of conversation {conversation_id!r}"):
+            try:
+                entry = await self.buffers.get(key(tenant, conversation_id))
+            except (KeyNotFoundError, KeyDeletedError):
+                return None
         return Buffer.model_validate_json(entry.value) if entry.value else None
 
     async def update(self, tenant: str, conversation_id: str,
@@ -103,38 +110,36 @@ class WorkingMemory:
         """
         k = key(tenant, conversation_id)
         for attempt in range(_CAS_ATTEMPTS):
-            try:
+            with transient(f"writing the buffer of conversation {conversation_id!r}"):
                 try:
-                    entry = await self.buffers.get(k)
-                    current = Buffer.model_validate_json(entry.value) if entry.value else None
-                    revision: int | None = entry.revision
-                except (KeyNotFoundError, KeyDeletedError):
-                    current, revision = None, None
-                after, result = change(current)
-                if after is None or after == current:
-                    return current, result
-                value = after.model_dump_json().encode()
-                if revision is None:
-                    await self.buffers.create(k, value)
-                else:
-                    await self.buffers.update(k, value, last=revision)
-                if current is not None:
-                    await self.forget_turns(tenant, conversation_id, current.referenced() - after.referenced())
-                return after, result
-            except KeyWrongLastSequenceError:  # another replica wrote first (create raises this too)
-                metrics.kv_conflicts_total.inc()
-                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
-            except NatsTimeout as exc:
-                raise Timeout(f"working memory write for conversation {conversation_id!r} timed out") from exc
+                    try:
+                        entry = await self.buffers.get(k)
+                        current = Buffer.model_validate_json(entry.value) if entry.value else None
+                        revision: int | None = entry.revision
+                    except (KeyNotFoundError, KeyDeletedError):
+                        current, revision = None, None
+                    after, result = change(current)
+                    if after is None or after == current:
+                        return current, result
+                    value = after.model_dump_json().encode()
+                    if revision is None:
+                        await self.buffers.create(k, value)
+                    else:
+                        await self.buffers.update(k, value, last=revision)
+                except KeyWrongLastSequenceError:  # another replica wrote first (create raises this too)
+                    metrics.kv_conflicts_total.inc()
+                    await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                    continue
+            if current is not None:
+                await self.forget_turns(tenant, conversation_id, current.referenced() - after.referenced())
+            return after, result
         raise Unavailable(f"working memory for conversation {conversation_id!r} kept changing under "
                           f"{_CAS_ATTEMPTS} compare-and-set attempts")
 
     async def put_turn(self, tenant: str, turn: Turn, seq: int) -> None:
         """Store a turn's text under its stream sequence (idempotent: a redelivery writes the same value)."""
-        try:
+        with transient(f"storing the text of turn {turn.turn_id!r}"):
             await self.turn_texts.put(turn_key(tenant, turn.conversation_id, seq), turn.model_dump_json().encode())
-        except NatsTimeout as exc:
-            raise Timeout(f"storing turn {turn.turn_id!r} timed out") from exc
 
     async def turns(self, tenant: str, conversation_id: str, seqs: Iterable[int]) -> dict[int, Turn]:
         """The texts of these turns by sequence (a purged or expired one is missing from the result)."""
@@ -147,16 +152,15 @@ class WorkingMemory:
                 return None
             return Turn.model_validate_json(entry.value) if entry.value else None
 
-        try:
+        with transient(f"reading turns of conversation {conversation_id!r}"):
             found = await asyncio.gather(*(one(s) for s in wanted))
-        except NatsTimeout as exc:
-            raise Timeout(f"reading turns of conversation {conversation_id!r} timed out") from exc
         return {seq: turn for seq, turn in zip(wanted, found, strict=True) if turn is not None}
 
     async def forget_turns(self, tenant: str, conversation_id: str, seqs: Iterable[int]) -> None:
         """Purge these turns' texts (their markers expire; a crash before this leaves them to the bucket's TTL)."""
-        for seq in sorted(set(seqs)):
-            await self.turn_texts.purge(turn_key(tenant, conversation_id, seq), msg_ttl=MARKER_TTL_S)
+        with transient(f"purging turns of conversation {conversation_id!r}"):
+            for seq in sorted(set(seqs)):
+                await self.turn_texts.purge(turn_key(tenant, conversation_id, seq), msg_ttl=MARKER_TTL_S)
 
     async def conversations(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, conversation id) of every buffer, or of one tenant's: an admin listing, not a hot path."""
@@ -169,7 +173,7 @@ async def keys(kv: KeyValue, pattern: str) -> list[str]:
     KeyValue.keys(filters=...) matches substrings, not subjects; a wildcard watch lists exactly.
     """
     found = []
-    try:
+    with transient(f"listing keys of {pattern!r}"):
         watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
         try:
             async for entry in watcher:
@@ -178,6 +182,4 @@ async def keys(kv: KeyValue, pattern: str) -> list[str]:
                 found.append(entry.key)
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
-    except NatsTimeout as exc:
-        raise Timeout(f"listing keys of {pattern!r} timed out") from exc
     return found

@@ -3,11 +3,14 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Iterator
 from typing import Any
 
+from nats import errors as nats_errors
 from nats.aio.client import Client
+from nats.js import errors as js_errors
 
-from shared.errors import Unavailable
+from shared.errors import Timeout, Unavailable
 
 log = logging.getLogger("engram.nats")
 
@@ -60,7 +63,31 @@ async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST
 
 
 async def close(nc: Client) -> None:
-    """Send what is buffered, then close."""
+    """Send what is buffered, then close; a server that is already gone is no error at this point."""
     with contextlib.suppress(Exception):
         await nc.flush(timeout=2)
-    await nc.close()
+    try:
+        await nc.close()
+    except (OSError, nats_errors.Error) as exc:
+        log.debug("closing the NATS connection: %s", exc)
+
+
+# What NATS raises while the server is away or slow: a later attempt may succeed.
+_TRANSIENT = (nats_errors.NoRespondersError, nats_errors.ConnectionClosedError,
+              nats_errors.ConnectionReconnectingError, nats_errors.ConnectionDrainingError,
+              nats_errors.OutboundBufferLimitError, nats_errors.StaleConnectionError,
+              js_errors.ServiceUnavailableError, js_errors.ServerError, js_errors.NoStreamResponseError)
+
+
+@contextlib.contextmanager
+def transient(what: str) -> Iterator[None]:
+    """Turn NATS's "not now" failures into Timeout or Unavailable, which callers retry, naming what failed.
+
+    Everything else (a bad request, a bug) passes through unchanged.
+    """
+    try:
+        yield
+    except (nats_errors.TimeoutError, TimeoutError) as exc:
+        raise Timeout(f"{what} timed out") from exc
+    except _TRANSIENT as exc:
+        raise Unavailable(f"{what} failed: NATS is unavailable ({type(exc).__name__})") from exc

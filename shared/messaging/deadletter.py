@@ -63,7 +63,10 @@ class Settler:
         self._js = js
 
     async def run(self, messages: list[Msg], handle: Handler) -> None:
-        """Handle each message in stream order (so a conversation's turns are applied in the order published)."""
+        """Handle each message of the batch in stream order.
+
+        A redelivered message may arrive after newer ones; windows are cut by stream sequence all the same.
+        """
         for raw in sorted(messages, key=lambda m: m.metadata.sequence.stream if m.metadata else 0):
             started = time.perf_counter()
             tenant, kind = subjects.parse(raw.subject)

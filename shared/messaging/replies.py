@@ -18,7 +18,10 @@ def middleware(service: str) -> type[BaseMiddleware]:
     """A FastStream middleware that turns exceptions into error replies and logs one line per request."""
 
     class ErrorReplies(BaseMiddleware):
+        """Answers every failure with `error{code, message}`, counts and logs every request."""
+
         async def consume_scope(self, call_next: Any, msg: StreamMessage[Any]) -> Any:
+            """Run the handler; whatever it raises becomes the reply."""
             subject = str(getattr(msg.raw_message, "subject", "?"))
             tenant, kind = subjects.parse(subject)
             started = time.perf_counter()

@@ -16,6 +16,11 @@ def turns_subjects(prefix: str) -> list[str]:
     return [subjects.nats_wildcard(subjects.turns(prefix)), subjects.nats_wildcard(subjects.flush(prefix))]
 
 
+def kv_stream(bucket: str) -> str:
+    """The stream behind a key-value bucket (`KV_<bucket>`, as NATS names it)."""
+    return f"KV_{bucket}"
+
+
 def dlq_stream(prefix: str) -> str:
     """Name of the dead-letter stream."""
     return f"{prefix.upper().replace('-', '_')}_DLQ"

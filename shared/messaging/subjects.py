@@ -23,19 +23,9 @@ def recall(prefix: str, tenant: str | None = None) -> str:
     return _subject(prefix, tenant, "recall")
 
 
-def forget(prefix: str, tenant: str | None = None) -> str:
-    """`<prefix>.<tenant>.forget`: request-reply deletion."""
-    return _subject(prefix, tenant, "forget")
-
-
 def entries(prefix: str, tenant: str | None = None) -> str:
     """`<prefix>.<tenant>.entries`: request-reply admin access to entries."""
     return _subject(prefix, tenant, "entries")
-
-
-def consolidate(prefix: str, tenant: str | None = None) -> str:
-    """`<prefix>.<tenant>.consolidate`: run the consolidation jobs now."""
-    return _subject(prefix, tenant, "consolidate")
 
 
 def events(prefix: str, tenant: str | None = None, kind: EventKind | None = None) -> str:
@@ -51,6 +41,11 @@ def dlq(prefix: str, tenant: str | None = None, service: str | None = None) -> s
     letters from `<prefix>.dlq.<tenant>.>`.
     """
     return ".".join((prefix, "dlq", tenant if tenant is not None else WILDCARD, service or ">"))
+
+
+def kv_key(bucket: str, key: str) -> str:
+    """`$KV.<bucket>.<key>`: the subject a key-value entry is stored under (for writes KeyValue has no call for)."""
+    return f"$KV.{bucket}.{key}"
 
 
 def parse(subject: str) -> tuple[str, str]:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from shared.contract import EntriesResponse, EntryView, RecallResponse, Turn
-from shared.errors import InvalidRequest
+from shared.errors import EngramError, InvalidRequest
 from shared.store import ScoredEntry
 
 REPLY_HEADROOM_BYTES = 8192  # what NATS headers and the reply's own framing may add
@@ -17,26 +17,84 @@ def size(reply: BaseModel) -> int:
     return len(reply.model_dump_json(exclude_none=True).encode())
 
 
-def _shortened(hit: ScoredEntry) -> ScoredEntry:
-    text = hit.entry.text
-    return hit.model_copy(update={"entry": hit.entry.model_copy(update={"text": text[:len(text) // 2] + "…"})})
+def _strings(*values: object) -> int:
+    """Characters of every string in `values` (and in the lists and dicts among them)."""
+    total = 0
+    for value in values:
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, list | tuple):
+            total += _strings(*value)
+        elif isinstance(value, dict):
+            total += _strings(*value.keys(), *value.values())
+    return total
+
+
+def _at_most(reply: RecallResponse) -> int:
+    """A cheap upper bound of `size(reply)`, from the characters of every string (JSON spends at most 6 bytes on
+    one, `\\u0001`) plus room for the rest of each entry and turn. Most replies are far below max_payload, and
+    this spares serializing them twice."""
+    chars = len(reply.context)
+    for e in reply.entries:
+        x = e.explanation
+        chars += _strings(e.id, e.text, e.conversation_id, e.location, e.topic, e.persons, e.entities, e.keywords,
+                          e.source_turn_ids, *((x.matched_terms, x.filters, x.boosts) if x else ()))
+    for t in reply.working_memory:
+        chars += _strings(t.conversation_id, t.turn_id, t.speaker, t.text, t.user_id, t.agent_id, t.metadata)
+    return 6 * chars + 1024 * (len(reply.entries) + len(reply.working_memory) + 1)
+
+
+MIN_TEXT_CHARS = 64  # an entry is never shortened below this
+
+
+def _shortened(hit: ScoredEntry, chars: int) -> ScoredEntry:
+    return hit.model_copy(update={"entry": hit.entry.model_copy(update={"text": hit.entry.text[:chars] + "…"})})
+
+
+def _most_that_fit(build: Callable[[int], RecallResponse], count: int,
+                   max_bytes: int) -> tuple[int, RecallResponse | None]:
+    """The largest n below `count` whose reply fits, and that reply (bisection: each build renders the context)."""
+    low, high, best = 0, count - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        reply = build(middle)
+        if size(reply) <= max_bytes:
+            low, best = middle + 1, (middle, reply)
+        else:
+            high = middle - 1
+    return best if best is not None else (0, None)
 
 
 def fit_recall(build: Callable[[list[ScoredEntry], list[Turn]], RecallResponse], hits: list[ScoredEntry],
                recent: list[Turn], max_bytes: int | None) -> RecallResponse:
-    """`build(hits, recent)`, with fewer or shorter hits and fewer recent turns until the reply fits `max_bytes`."""
+    """`build(hits, recent)`, with fewer hits, then fewer recent turns (oldest first), then a shorter best hit,
+    until the reply fits `max_bytes`.
+
+    Raises:
+        EngramError: not even the best entry, shortened to MIN_TEXT_CHARS, fits (only a tiny max_payload or an
+            entry with thousands of source turns can do that).
+    """
     reply = build(hits, recent)
-    while max_bytes is not None and size(reply) > max_bytes:
-        if len(hits) > 1:
-            hits = hits[:-1]
-        elif recent:
-            recent = recent[1:]
-        elif hits and len(hits[0].entry.text) > 1:
-            hits = [_shortened(hits[0])]
-        else:
-            break
-        reply = build(hits, recent)
-    return reply
+    if max_bytes is None or _at_most(reply) <= max_bytes or size(reply) <= max_bytes:
+        return reply
+    if len(hits) > 1:
+        kept, fitted = _most_that_fit(lambda n: build(hits[:n], recent), len(hits), max_bytes)
+        if fitted is not None and kept > 0:
+            return fitted
+        hits = hits[:1]
+    if recent:
+        kept, fitted = _most_that_fit(lambda n: build(hits, recent[len(recent) - n:]), len(recent) + 1, max_bytes)
+        if fitted is not None:
+            return fitted
+        recent = []
+    chars = len(hits[0].entry.text) if hits else 0
+    while chars > MIN_TEXT_CHARS:
+        chars = max(MIN_TEXT_CHARS, chars // 2)
+        reply = build([_shortened(hits[0], chars)], [])
+        if size(reply) <= max_bytes:
+            return reply
+    raise EngramError(f"a recall reply cannot fit one NATS message of {max_bytes:,} bytes: even its best entry, "
+                      f"shortened, takes {size(reply):,}")
 
 
 def fit_page(entries: list[EntryView], next_cursor: str | None, max_bytes: int | None) -> EntriesResponse:

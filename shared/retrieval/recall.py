@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from shared.contract import Explanation, RecallRequest, RecallResponse, Timings, Turn
-from shared.embedding import Bm25Encoder, Embedder
+from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
 from shared.errors import InvalidRequest
 from shared.retrieval import render as rendering
 from shared.retrieval.fit import fit_recall
@@ -169,7 +169,7 @@ async def warm_up(retrieval: Retrieval) -> None:
     await asyncio.to_thread(retrieval.sparse.query, query)
     await asyncio.to_thread(tokens.count, query, retrieval.settings.tokenizer)
     try:
-        await retrieval.embedder.queries([query])
+        await asyncio.wait_for(retrieval.embedder.queries([query]), WARM_UP_TIMEOUT_S)
     except Exception as exc:  # an endpoint that is down must not keep the service from starting
         log.warning("embedder warm-up failed (%s); recalls will say so until it answers", exc)
 

@@ -54,6 +54,7 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        """Leave the signal handlers as they are (uvicorn's own would re-raise them after shutdown)."""
         yield
 
 

@@ -1,6 +1,8 @@
 """What an ingestor opens: one NATS connection (streams, working memory, events), the passage embedder, the
 compressor and BM25, over a store its caller shares."""
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -8,13 +10,15 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from shared.compress import OfflineCompressor
-from shared.embedding import Bm25Encoder, open_embedder
+from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
 from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.messaging import connection, streams
 from shared.settings import Settings
 from shared.store import Store
+
+log = logging.getLogger("engram.ingestor")
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,10 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
                         name: str = "engram-ingestor") -> AsyncIterator[IngestorDeps]:
     """Open what an ingestor uses and close it on exit (the store belongs to the caller)."""
     nc = await connection.connect(nats_url, name)
-    embedder = open_embedder(settings)
+    embedder: Embedder | None = None
     try:
+        embedder = open_embedder(settings)
+        await _warm_up(embedder)
         js = nc.jetstream()
         await streams.ensure(js, settings.subject_prefix)
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
@@ -50,5 +56,15 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
                         Bm25Encoder(settings.bm25_language), store)
         yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer)
     finally:
-        await embedder.close()
+        if embedder is not None:
+            await embedder.close()
         await connection.close(nc)
+
+
+async def _warm_up(embedder: Embedder) -> None:
+    """Load the passage model now, so /readyz knows at once if it cannot (never blocking start-up for long)."""
+    try:
+        await asyncio.wait_for(embedder.passages(["warm up"]), WARM_UP_TIMEOUT_S)
+    except Exception as exc:
+        log.warning("passage embedder warm-up failed (%s: %s); writes will say so until it works",
+                    type(exc).__name__, exc)

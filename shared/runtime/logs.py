@@ -9,6 +9,7 @@ class KeyValueFormatter(logging.Formatter):
     """Time, level, logger and message, then the record's extra fields as key=value."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """The record as one line."""
         line = super().format(record)
         extras = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
         return line + "".join(f" {k}={v}" for k, v in extras.items())

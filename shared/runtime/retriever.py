@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from faststream.nats import NatsBroker
 
-from shared.embedding import Bm25Encoder, open_embedder
+from shared.embedding import Bm25Encoder, Embedder, open_embedder
 from shared.errors import Unavailable
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import connection
@@ -48,8 +48,9 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
         await broker.stop()
         raise Unavailable(f"cannot connect to NATS at {nats_url} ({exc or type(exc).__name__}); is it running?") \
             from exc
-    embedder = open_embedder(settings)
+    embedder: Embedder | None = None
     try:
+        embedder = open_embedder(settings)
         working_memory = await WorkingMemory.open(nc.jetstream(), settings.subject_prefix,
                                                   ttl_s=settings.working_memory_ttl_s)
         retrieval = Retrieval(store, embedder, Bm25Encoder(settings.bm25_language), settings,
@@ -58,4 +59,5 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
         yield RetrieverDeps(settings=settings, broker=broker, working_memory=working_memory, retrieval=retrieval)
     finally:
         await broker.stop()
-        await embedder.close()
+        if embedder is not None:
+            await embedder.close()

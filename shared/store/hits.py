@@ -32,9 +32,11 @@ class ScrollingStore(Protocol):
     """The part of a backend that get and delete are built on."""
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
-                     offset: str | None = None) -> Page: ...
+                     offset: str | None = None) -> Page:
+        """A page of entries in id order."""
 
-    async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int: ...
+    async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
+        """Delete every entry matching the scope and filter."""
 
 
 class ByIdMixin:

@@ -1,10 +1,12 @@
 """qdrant-client backend: a Qdrant server or cluster at ENGRAM_QDRANT_URL (or the client's local mode in tests)."""
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from shared.errors import Unavailable
 from shared.store import scope as scoping
@@ -54,6 +56,19 @@ def _rescoring(boosts: Sequence[Boost]) -> qm.FormulaQuery:
     terms: list[Any] = [qm.MultExpression(mult=[b.weight, qm.Filter(should=[_condition(c) for c in b.any_of])])
                         for b in boosts]
     return qm.FormulaQuery(formula=qm.MultExpression(mult=["$score", qm.SumExpression(sum=[1.0, *terms])]))
+
+
+@contextlib.contextmanager
+def _reachable(what: str) -> Iterator[None]:
+    """Turn the Qdrant server's "not now" (no connection, 429, 5xx) into Unavailable, which callers retry."""
+    try:
+        yield
+    except ResponseHandlingException as exc:  # the request never got an answer: connection refused, reset, timeout
+        raise Unavailable(f"Qdrant did not answer {what}: {exc}") from exc
+    except UnexpectedResponse as exc:
+        if exc.status_code == 429 or (exc.status_code or 0) >= 500:
+            raise Unavailable(f"Qdrant answered {exc.status_code} to {what}") from exc
+        raise
 
 
 def _sparse(vectors: Vectors) -> qm.SparseVector:
@@ -113,7 +128,8 @@ class ClientStore(ByIdMixin):
             return
         points = [qm.PointStruct(id=i.entry.id, payload=i.entry.payload(),
                                  vector={DENSE: list(i.vectors.dense), SPARSE: _sparse(i.vectors)}) for i in items]
-        await self._client.upsert(self._collection, points=points, wait=True)
+        with _reachable(f"an upsert of {len(points)} entries"):
+            await self._client.upsert(self._collection, points=points, wait=True)
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
@@ -138,34 +154,39 @@ class ClientStore(ByIdMixin):
             requests += [qm.QueryRequest(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
                          qm.QueryRequest(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt,
                                          params=idf)]
-        results = await self._client.query_batch_points(self._collection, requests=requests)
+        with _reachable("a hybrid query"):
+            results = await self._client.query_batch_points(self._collection, requests=requests)
         return to_hits(results[0].points, [r.points for r in results[1:]], with_vectors)
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
         """One vector alone (dense or sparse), under the scope's filter."""
         flt = _filter(scope, entry_filter)
-        if using == DENSE:
-            result = await self._client.query_points(self._collection, query=list(vectors.dense), using=DENSE,
-                                                     query_filter=flt, limit=limit, with_payload=True)
-        else:
-            result = await self._client.query_points(self._collection, query=_sparse(vectors), using=SPARSE,
-                                                     query_filter=flt, limit=limit, with_payload=True,
-                                                     search_params=_scope_idf(scope))
+        with _reachable(f"a {using} search"):
+            if using == DENSE:
+                result = await self._client.query_points(self._collection, query=list(vectors.dense), using=DENSE,
+                                                         query_filter=flt, limit=limit, with_payload=True)
+            else:
+                result = await self._client.query_points(self._collection, query=_sparse(vectors), using=SPARSE,
+                                                         query_filter=flt, limit=limit, with_payload=True,
+                                                         search_params=_scope_idf(scope))
         return to_hits(result.points, [], with_vectors=False)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None) -> Page:
         """A page of entries in id order."""
-        records, next_offset = await self._client.scroll(
-            self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, offset=offset,
-            with_payload=True, with_vectors=False)
+        with _reachable("a scroll"):
+            records, next_offset = await self._client.scroll(
+                self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, offset=offset,
+                with_payload=True, with_vectors=False)
         return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
                     next_offset=str(next_offset) if next_offset is not None else None)
 
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""
-        result = await self._client.count(self._collection, count_filter=_filter(scope, entry_filter), exact=True)
+        with _reachable("a count"):
+            result = await self._client.count(self._collection, count_filter=_filter(scope, entry_filter),
+                                              exact=True)
         return int(result.count)
 
     async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
@@ -173,15 +194,17 @@ class ClientStore(ByIdMixin):
         flt = _filter(scope, entry_filter)
         found = await self.count(scope, entry_filter)
         if found:
-            await self._client.delete(self._collection, points_selector=qm.FilterSelector(filter=flt), wait=True)
+            with _reachable("a delete"):
+                await self._client.delete(self._collection, points_selector=qm.FilterSelector(filter=flt), wait=True)
         return found
 
     async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
         """Update payload fields of entries inside the scope."""
         if ids:
-            await self._client.set_payload(self._collection, payload=payload,
-                                           points=qm.FilterSelector(filter=_filter(scope, EntryFilter(ids=ids))),
-                                           wait=True)
+            with _reachable("a payload update"):
+                await self._client.set_payload(self._collection, payload=payload,
+                                               points=qm.FilterSelector(filter=_filter(scope, EntryFilter(ids=ids))),
+                                               wait=True)
 
     async def close(self) -> None:
         """Close the client connection."""

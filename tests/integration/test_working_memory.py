@@ -2,15 +2,19 @@
 makes a sweep cost in proportion to the conversations with turns waiting."""
 import asyncio
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
 from prometheus_client import REGISTRY
 
 from shared.contract import Flush
+from shared.errors import EngramError, Timeout, Unavailable
 from shared.ingest import buffer as buffers
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory, keys
+from shared.messaging import connection, nats_server
 from tests.conftest import make_turn, unique
 from tests.e2e.conftest import eventually
 
@@ -116,3 +120,20 @@ async def test_texts_no_window_needs_are_purged(replicas: tuple[WorkingMemory, W
     after = await wm.get(tenant, "c1")
     assert after is not None and after.referenced() == {4}  # the last turn: recent, and the next window's context
     assert set(await wm.turns(tenant, "c1", [1, 2, 3, 4])) == {4}
+
+
+async def test_nats_trouble_is_a_retryable_error_not_a_bad_message(tmp_path: Path) -> None:
+    """A turn handled while NATS is away must be retried later, never dead-lettered as if it were malformed."""
+    server = nats_server.start(tmp_path / "nats")
+    nc = await connection.connect(server.url, "doomed")
+    wm = await WorkingMemory.open(nc.jetstream(), "mem")
+    tenant = unique("t")
+    server.kill()
+    try:
+        with pytest.raises((Unavailable, Timeout)) as info:
+            await accept_turn(wm, tenant=tenant, turn=make_turn("hello", conversation_id="c1"), seq=1, policy=POLICY)
+        assert isinstance(info.value, EngramError) and info.value.retryable
+        with pytest.raises((Unavailable, Timeout)):
+            await wm.index.mark(tenant, "c1", datetime.now(UTC))
+    finally:
+        await connection.close(nc)

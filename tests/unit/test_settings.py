@@ -2,6 +2,7 @@
 import pytest
 from pydantic import ValidationError
 
+from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
 
 
@@ -45,5 +46,10 @@ def test_every_setting_is_documented_in_the_readme() -> None:
     from pathlib import Path
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    missing = [name for name in Settings.model_fields if f"`ENGRAM_{name.upper()}`" not in readme]
+    names = [*Settings.model_fields, *EvalSettings.model_fields]
+    missing = [name for name in names if f"`ENGRAM_{name.upper()}`" not in readme]
     assert not missing, f"add these to the README's configuration table: {missing}"
+
+
+def test_evaluation_settings_are_not_service_settings() -> None:
+    assert "locomo_dir" not in Settings.model_fields and "locomo_dir" in EvalSettings.model_fields

@@ -1,7 +1,10 @@
 """What the wire shows of a stored entry: projected field by field, and replies that fit one NATS message."""
 from datetime import UTC, datetime
 
+import pytest
+
 from shared.contract import EntriesResponse, EntryView, Explanation, RecalledEntry, RecallResponse, Turn
+from shared.errors import EngramError
 from shared.retrieval.fit import fit_page, fit_recall, size
 from shared.retrieval.views import entry_view, recalled_entry, shared_fields
 from shared.store import MemoryEntry, ScoredEntry
@@ -56,3 +59,13 @@ def test_a_page_that_does_not_fit_ends_early_and_its_cursor_loses_nothing() -> N
     assert page.next_cursor == views[len(page.entries)].id  # the first entry left out starts the next page
     whole = fit_page(views, "next-page-id", None)
     assert whole == EntriesResponse(entries=views, next_cursor="next-page-id")
+
+
+def test_a_reply_that_cannot_fit_at_all_is_an_error_not_a_spin() -> None:
+    hit = ScoredEntry(entry=entry(1, "ab"), score=1.0)  # short text: shortening it cannot help
+
+    def build(candidates: list[ScoredEntry], turns: list[Turn]) -> RecallResponse:
+        return RecallResponse(entries=[recalled_entry(h) for h in candidates], working_memory=turns)
+
+    with pytest.raises(EngramError, match="cannot fit one NATS message of 50 bytes"):
+        fit_recall(build, [hit], [], 50)
