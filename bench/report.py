@@ -95,6 +95,10 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
         clients = [r["concurrency"] for r in load]
         for key, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
             ax.plot(clients, [r[key] for r in load], style, label=f"engram {key}")
+        during = recall.get("during_ingest")
+        if during:
+            ax.plot([1], [during["p50"]], "D", color="purple", label="1 client during ingest, p50")
+            ax.plot([1], [during["p99"]], "v", color="red", label="1 client during ingest, p99")
         ax.axhline(recall["floor"]["p50"], color="grey", label="floor p50")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrent clients")
