@@ -15,7 +15,7 @@ from pathlib import Path
 
 from shared.errors import ConfigError, Unavailable
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("engram.nats_server")
 
 
 def find_binary() -> Path:

@@ -41,7 +41,9 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
     broker = NatsBroker(nats_url, name=name, max_reconnect_attempts=-1, connect_timeout=2,
                         reconnect_time_wait=connection.FIRST_CONNECT_RETRY_S,
                         reconnect_to_server_handler=connection.choose_server,
-                        log_level=logging.DEBUG)  # FastStream's access log: debug only, we log our own line
+                        # FastStream's access log at DEBUG, through the service's own logging (not FastStream's
+                        # handler): every handled request already gets engram's one line.
+                        log_level=logging.DEBUG, logger=logging.getLogger("faststream"))
     try:
         nc = await asyncio.wait_for(broker.connect(), connection.FIRST_CONNECT_TIMEOUT_S)
     except Exception as exc:
