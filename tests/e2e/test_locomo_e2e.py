@@ -5,12 +5,14 @@ from pathlib import Path
 
 from services.stack import Running
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
-from shared.evaluation import evaluate, ingest_conversation, locomo
+from shared.evaluation import locomo
 from shared.evaluation.latency import percentiles
+from shared.evaluation.plain import ConversationScore
 from tests.conftest import unique
 
 
-async def test_locomo_26_through_nats_matches_the_plain_function_path(stack: Running, locomo_dir: Path) -> None:
+async def test_locomo_26_through_nats_matches_the_plain_function_path(
+        stack: Running, locomo_dir: Path, locomo_plain_scores: dict[str, ConversationScore]) -> None:
     conversation = locomo.load(locomo_dir / "26.json")
     tenant = unique("locomo-e2e")
     started = time.perf_counter()
@@ -26,11 +28,7 @@ async def test_locomo_26_through_nats_matches_the_plain_function_path(stack: Run
             rows.append(locomo.score(question.evidence, [e.source_turn_ids for e in reply.entries]))
     e2e_all = statistics.fmean(r[0] for r in rows)
 
-    # The same conversation through the plain functions, in the same run and store, under another tenant.
-    writer, retrieval = stack.ingestor_deps[0].writer, stack.retriever_deps[0].retrieval
-    plain_tenant = unique("locomo-plain")
-    await ingest_conversation(writer, plain_tenant, conversation, retrieval.settings.window_turns)
-    plain = await evaluate(retrieval, plain_tenant, conversation, k=10)
+    plain = locomo_plain_scores["26"]  # the same conversation through the plain functions, in this session
 
     latency = percentiles(latencies)
     print(f"e2e all@10={e2e_all:.3f} plain all@10={plain.overall.all_at_k:.3f} "

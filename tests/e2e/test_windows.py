@@ -63,7 +63,7 @@ async def test_back_pressure_holds_turns_in_the_stream_past_max_deliver_and_lose
         "embedder": "openai", "openai_base_url": flaky_embeddings.url, "openai_api_key": "k",
         "embedding_dimensions": 32, "data_dir": tmp_path / "held", "max_pending_windows": 1, "max_deliver": 1})
     tenant = unique("t")
-    turns = conversation([("Ana", f"Detail {i}: something worth remembering.") for i in range(12)],
+    turns = conversation([("Ana", f"Detail {i}: something worth remembering.") for i in range(8)],
                          conversation_id="held")
     flaky_embeddings.fail_with = 503
     nc = await nats.connect(nats_url)
@@ -72,10 +72,10 @@ async def test_back_pressure_holds_turns_in_the_stream_past_max_deliver_and_lose
             async with await MemoryClient.connect(state.nats_url, tenant) as client:
                 await client.publish_turns(turns)
                 await client.flush("held")
-                # Every held turn has been delivered more often than max_deliver (12 turns and a flush, then
-                # another round of the 8 turns behind the pending window).
+                # Every held turn has been delivered more often than max_deliver (8 turns and a flush, then
+                # another round of the 4 turns behind the pending window).
                 await eventually(lambda: nc.jetstream().consumer_info("MEM_TURNS", "ingestor"),
-                                 lambda info: (info.delivered.consumer_seq or 0) >= 13 + 8, timeout_s=60)
+                                 lambda info: (info.delivered.consumer_seq or 0) >= 9 + 4, timeout_s=60)
                 assert await dead_letter_count(state.nats_url, tenant) == 0
                 flaky_embeddings.fail_with = None
                 await wait_until_stored(client, turns, timeout_s=120)

@@ -3,24 +3,17 @@
 A regression guard on retrieval quality (not a timing): compress every session window by window, store,
 ask every category 1-4 question, and require all its evidence turns among the top 10 entries' sources.
 """
-from pathlib import Path
 
-from shared.evaluation import evaluate, ingest_conversation, locomo
-from tests.conftest import unique
-from tests.integration.conftest import Memory
+from shared.evaluation.plain import ConversationScore
 
 # Measured 0.81-0.82 at ~1,700-1,900 tokens (see README, "Retrieval quality"); the issue's bar is 0.80 / 2,000.
 FLOOR_ALL_AT_10 = 0.80
 CEILING_CONTEXT_TOKENS = 2_000
 
 
-async def test_locomo_evidence_recall_at_10_holds_its_floor(memory: Memory, locomo_dir: Path) -> None:
-    scores = []
-    for path in locomo.files(locomo_dir):
-        conversation = locomo.load(path)
-        tenant = unique("locomo")
-        await ingest_conversation(memory.writer, tenant, conversation, memory.retrieval.settings.window_turns)
-        scores.append(await evaluate(memory.retrieval, tenant, conversation, k=10))
+async def test_locomo_evidence_recall_at_10_holds_its_floor(
+        locomo_plain_scores: dict[str, ConversationScore]) -> None:
+    scores = list(locomo_plain_scores.values())
     assert len(scores) >= 2, "expected the two dev conversations"
     for s in scores:
         print(f"{s.sample_id}: all@10={s.overall.all_at_k:.3f} any@10={s.overall.any_at_k:.3f} "
