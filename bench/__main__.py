@@ -31,7 +31,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if "sweep" in args.only:
         results["sweep"] = await sweep.run(args.sweep_keys)
     if "scale" in args.only:
-        results["scale"] = await scale.run([int(s) for s in args.sizes.split(",")], settings)
+        results["scale"] = await scale.run([int(s) for s in args.sizes.split(",")], settings, args.scale_queries)
     return results
 
 
@@ -47,6 +47,7 @@ def cli() -> None:
                         help="short turns of another user ingested while one client recalls")
     parser.add_argument("--sweep-keys", type=int, default=100_000, help="finished conversations in working memory")
     parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--scale-queries", type=int, default=scale.QUERIES, help="queries per scale figure")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

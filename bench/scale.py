@@ -124,9 +124,9 @@ async def _fill(store: Store, bm25: Bm25Encoder, rng: np.random.Generator, start
     return took
 
 
-async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder) -> dict[str, Any]:
-    queries = _unit(rng, QUERIES)
-    words = _words(rng, QUERIES, QUERY_WORDS)
+async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder, n: int) -> dict[str, Any]:
+    queries = _unit(rng, n)
+    words = _words(rng, n, QUERY_WORDS)
     samples = []
     for i, q in enumerate(queries):
         scope = Scope(tenant_id=f"t{i % TENANTS}", user_id=f"u{(i * 7) % USERS}")
@@ -137,12 +137,12 @@ async def _query_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encod
     return percentiles(samples).model_dump()
 
 
-async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder,
-                          settings: Settings) -> dict[str, Any]:
+async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Encoder, settings: Settings,
+                          n: int) -> dict[str, Any]:
     samples = []
     hits = 0
-    words = _words(rng, QUERIES, QUERY_WORDS)
-    for i, q in enumerate(_unit(rng, QUERIES)):
+    words = _words(rng, n, QUERY_WORDS)
+    for i, q in enumerate(_unit(rng, n)):
         retrieval = Retrieval(store, PrecomputedEmbedder(q.tolist()), bm25, settings)
         request = RecallRequest(query=f"what about {words[i]}?", user_id=f"u{(i * 7) % USERS}")
         started = time.perf_counter()
@@ -150,11 +150,12 @@ async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Enco
         samples.append((time.perf_counter() - started) * 1e3)
         hits += len(found)
     # A user holds entries/10,000 entries: one at 10k, a hundred at 1M, so the small sizes return fewer hits.
-    return {**percentiles(samples).model_dump(), "hits": hits / QUERIES}
+    return {**percentiles(samples).model_dump(), "hits": hits / n}
 
 
-async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:
-    """Grow one Edge shard through `sizes`, measuring at each; then qdrant-client local mode at the smallest."""
+async def run(sizes: list[int], settings: Settings, queries: int = QUERIES) -> dict[str, Any]:
+    """Grow one Edge shard through `sizes`, measuring at each (`queries` per figure); then qdrant-client local mode
+    at the smallest."""
     rng = np.random.default_rng(7)
     bm25 = Bm25Encoder(settings.bm25_language)
     rows: list[dict[str, Any]] = []
@@ -172,13 +173,13 @@ async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:
             index_s = time.perf_counter() - started
             # The store is memory-mapped: right after the build its new segments are not in the page cache.
             # That first pass is reported as cold; the figures after it are a running service's (files cached).
-            cold = await _recall_latency(store, rng, bm25, settings)
+            cold = await _recall_latency(store, rng, bm25, settings, queries)
             _read_into_page_cache(folder)
-            await _query_latency(store, rng, bm25)
+            await _query_latency(store, rng, bm25, queries)
             row = {"backend": "qdrant-edge", "entries": size, "upsert_per_s": added / upsert_s,
                    "index_build_s": index_s, "recall_cold_p50_ms": cold["p50"],
-                   "store_query_ms": await _query_latency(store, rng, bm25),
-                   "recall_ms": await _recall_latency(store, rng, bm25, settings),
+                   "store_query_ms": await _query_latency(store, rng, bm25, queries),
+                   "recall_ms": await _recall_latency(store, rng, bm25, settings, queries),
                    "build_rss_mb": _rss_mb() - rss_before, "disk_mb": _disk_mb(folder)}
             await store.close()  # as a restarted service would find it
             service = _service_memory(folder)
@@ -188,11 +189,11 @@ async def run(sizes: list[int], settings: Settings) -> dict[str, Any]:
         smallest = min(sizes)
         local = await ClientStore.open(AsyncQdrantClient(location=":memory:"), "scale", DIM)
         upsert_s = await _fill(local, bm25, np.random.default_rng(7), 0, smallest)
-        await _query_latency(local, rng, bm25)
+        await _query_latency(local, rng, bm25, queries)
         rows.append({"backend": "qdrant-client local", "entries": smallest, "upsert_per_s": smallest / upsert_s,
                      "index_build_s": 0.0, "recall_cold_p50_ms": None,
-                     "store_query_ms": await _query_latency(local, rng, bm25),
-                     "recall_ms": await _recall_latency(local, rng, bm25, settings), "build_rss_mb": None,
+                     "store_query_ms": await _query_latency(local, rng, bm25, queries),
+                     "recall_ms": await _recall_latency(local, rng, bm25, settings, queries), "build_rss_mb": None,
                      "disk_mb": None, "rss_mb": None, "anon_mb": None})
         await local.close()
     edge = [r for r in rows if r["backend"] == "qdrant-edge"]

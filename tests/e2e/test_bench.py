@@ -34,7 +34,7 @@ async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tm
 
 
 async def test_scale_bench_grows_a_shard_and_contrasts_local_mode(tmp_path: Path) -> None:
-    await bench("--only", "scale", "--sizes", "300,600", "--out", str(tmp_path))
+    await bench("--only", "scale", "--sizes", "300,600", "--scale-queries", "20", "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
     rows = results["scale"]["rows"]
     assert [(r["backend"], r["entries"]) for r in rows] == [("qdrant-edge", 300), ("qdrant-edge", 600),
