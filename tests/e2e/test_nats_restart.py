@@ -1,6 +1,7 @@
 """NATS goes away and comes back: clients and services reconnect by themselves, and no turn is lost or doubled."""
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable
 from pathlib import Path
 
 from services.stack import running
@@ -24,12 +25,13 @@ def restart(server: EmbeddedNats) -> EmbeddedNats:
 
 async def publish_until_accepted(client: MemoryClient, turn: Turn) -> None:
     """What a product does while NATS is away: try again until the publish is acknowledged."""
-    await eventually(lambda: _try_publish(client, turn), timeout_s=60, interval_s=0.2)
+    await eventually(lambda: _succeeds(client.publish_turn(turn)), timeout_s=60, interval_s=0.2)
 
 
-async def _try_publish(client: MemoryClient, turn: Turn) -> bool:
+async def _succeeds(call: Awaitable[object]) -> bool:
+    """Whether the call went through (an EngramError: NATS is not back yet)."""
     try:
-        await client.publish_turn(turn)
+        await call
     except EngramError:
         return False
     return True
@@ -70,7 +72,7 @@ async def test_a_nats_restart_during_ingest_loses_nothing_and_doubles_nothing(tm
                         server = restart(server)
                     await publish_until_accepted(client, turn)
                 for c in range(6):
-                    await eventually(lambda c=c: _try_flush(client, f"r-{c}"), timeout_s=60, interval_s=0.2)
+                    await eventually(lambda c=c: _succeeds(client.flush(f"r-{c}")), timeout_s=60, interval_s=0.2)
                 await wait_until_stored(client, turns, timeout_s=120)
             ids = await stored_turn_ids(state.store, tenant)
     finally:
@@ -78,11 +80,3 @@ async def test_a_nats_restart_during_ingest_loses_nothing_and_doubles_nothing(tm
     counts = Counter(ids)
     assert set(counts) == {t.turn_id for t in turns}, "a turn was lost"
     assert max(counts.values()) == 1, f"stored twice: {[k for k, v in counts.items() if v > 1]}"
-
-
-async def _try_flush(client: MemoryClient, conversation_id: str) -> bool:
-    try:
-        await client.flush(conversation_id)
-    except EngramError:
-        return False
-    return True
