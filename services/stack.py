@@ -7,11 +7,13 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from services.consolidator.app import build_consolidator
 from services.ingestor.app import Ingestor, build_ingestor
 from services.retriever.app import build_retriever
 from shared.embedding import embedding_dim
 from shared.messaging import nats_server
 from shared.runtime import http
+from shared.runtime.consolidator import ConsolidatorDeps, open_consolidator
 from shared.runtime.health import Health
 from shared.runtime.ingestor import IngestorDeps, open_ingestor
 from shared.runtime.retriever import RetrieverDeps, open_retriever
@@ -32,6 +34,7 @@ class Running:
     ingestors: list[Ingestor] = field(default_factory=list)
     ingestor_deps: list[IngestorDeps] = field(default_factory=list)
     retriever_deps: list[RetrieverDeps] = field(default_factory=list)
+    consolidator_deps: list[ConsolidatorDeps] = field(default_factory=list)
     served: list[Counter[str]] = field(default_factory=list)  # per retriever instance
 
 
@@ -46,9 +49,9 @@ async def nats_url_for(settings: Settings) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1,
+async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1, consolidators: int = 1,
                   nats_url: str | None = None) -> AsyncIterator[Running]:
-    """Start the asked number of ingestor and retriever instances, each with its own NATS connection.
+    """Start the asked number of ingestor, retriever and consolidator instances, each with its own NATS connection.
 
     Instances in one process share one store (Qdrant Edge allows one process per folder). On exit, consumers
     stop first, sealed windows are written, then connections close: nothing acknowledged is lost.
@@ -75,19 +78,26 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             state.served.append(Counter())
             build_retriever(settings, retriever, state.served[-1])
             await retriever.broker.start()
+        for i in range(consolidators):
+            consolidator = await stack.enter_async_context(open_consolidator(settings, url, store=store,
+                                                                             name=f"engram-consolidator-{i}"))
+            state.consolidator_deps.append(consolidator)
+            state.health.check(consolidator.ready)
+            build_consolidator(settings, consolidator)
+            await consolidator.broker.start()
         state.http_port = await stack.enter_async_context(
             http.serving(settings.http_host, settings.http_port, state.health))
         yield state
 
 
-async def serve_until_signalled(settings: Settings, *, ingestors: int, retrievers: int,
+async def serve_until_signalled(settings: Settings, *, ingestors: int, retrievers: int, consolidators: int,
                                 on_ready: Callable[[Running], Awaitable[None] | None]) -> int:
     """Run services until SIGINT or SIGTERM (exit code 0), or until a part fails for good (exit code 1)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with running(settings, ingestors=ingestors, retrievers=retrievers) as state:
+    async with running(settings, ingestors=ingestors, retrievers=retrievers, consolidators=consolidators) as state:
         result = on_ready(state)
         if asyncio.iscoroutine(result):
             await result

@@ -1,4 +1,4 @@
-"""The client commands: `engram ingest`, `engram recall`, `engram entries` (they speak the contract, nothing else)."""
+"""The client commands: `engram ingest`, `recall`, `entries`, `forget` (they speak the contract, nothing else)."""
 import time
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +10,7 @@ from services.cli import output
 from services.cli.base import NatsOpt, TenantOpt, console, load_settings, nats_url, run
 from services.cli.files import read_turns
 from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntriesRequest, RecallFilters, RecallRequest
+from shared.contract import EntriesRequest, Forget, RecallFilters, RecallRequest
 
 
 async def publish_file(url: str, tenant: str, path: Path, wait: bool, prefix: str, timeout_s: float) -> None:
@@ -99,3 +99,27 @@ def entries(tenant: TenantOpt = "default", nats: NatsOpt = None,
     else:
         request = EntriesRequest(op="list", user_id=user, conversation_id=conversation, limit=limit, cursor=cursor)
     run(_entries(nats_url(settings, nats), tenant, settings.subject_prefix, request, as_json))
+
+
+async def _forget(url: str, tenant: str, prefix: str, fields: dict[str, object], as_json: bool) -> int:
+    request = Forget.model_validate(fields)  # here, so a bad combination of options is reported as invalid
+    async with await MemoryClient.connect(url, tenant, prefix, timeout_s=60) as client:
+        receipt = await client.forget(user_id=request.user_id, conversation_id=request.conversation_id,
+                                      entry_ids=request.entry_ids)
+    if as_json:
+        console.print_json(receipt.model_dump_json())
+    else:
+        output.forget_receipt(receipt)
+    return 0 if receipt.verified else 1
+
+
+def forget(tenant: TenantOpt = "default", nats: NatsOpt = None,
+           user: str | None = typer.Option(None, "--user", help="everything of this user"),
+           conversation: str | None = typer.Option(None, "--conversation", help="everything of this conversation"),
+           ids: list[str] = typer.Option([], "--id", help="these entries"),  # noqa: B008
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Delete a user's, a conversation's or some entries' data everywhere and print the receipt (exit 1 if the
+    check afterwards still found something)."""
+    settings = load_settings()
+    fields: dict[str, object] = {"user_id": user, "conversation_id": conversation, "entry_ids": ids or None}
+    run(_forget(nats_url(settings, nats), tenant, settings.subject_prefix, fields, as_json))

@@ -2,7 +2,7 @@
 from rich.table import Table
 
 from services.cli.base import console
-from shared.contract import EntryView, RecallResponse
+from shared.contract import EntryView, ForgetResult, RecallResponse
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.report import COLUMNS, table_rows
 
@@ -33,6 +33,16 @@ def entries_table(entries: list[EntryView]) -> None:
     for e in entries:
         table.add_row(e.id, e.kind, e.conversation_id, e.occurred_at.isoformat(), e.text, ", ".join(e.source_turn_ids))
     console.print(table)
+
+
+def forget_receipt(receipt: ForgetResult) -> None:
+    """What Forget deleted in each place, and what the check afterwards found."""
+    table = Table("place", "deleted", "left after the check")
+    for place, deleted in receipt.deleted.model_dump().items():
+        table.add_row(place.replace("_", " "), str(deleted), str(getattr(receipt.remaining, place)))
+    console.print(table)
+    console.print("[green]verified: nothing of it is left[/green]" if receipt.verified
+                  else "[red]not verified: something is left (see the table); run forget again[/red]")
 
 
 def eval_tables(report: EvalReport) -> None:

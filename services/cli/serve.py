@@ -1,4 +1,4 @@
-"""`engram up`, `engram ingestor`, `engram retriever`: run services until a signal (or a failure) stops them."""
+"""`engram up`, `ingestor`, `retriever`, `consolidator`: run services until a signal (or a failure) stops them."""
 import typer
 
 from services.cli.base import console, err, load_settings, run
@@ -16,6 +16,7 @@ def _banner(state: Running, settings: Settings) -> None:
     console.print(f"  close a window  JetStream  {subjects.flush(prefix)}")
     console.print(f"  recall          request    {subjects.recall(prefix)}")
     console.print(f"  entries         request    {subjects.entries(prefix)}")
+    console.print(f"  forget          request    {subjects.forget(prefix)}")
     console.print(f"  events          subscribe  {subjects.events(prefix)}    dead letters: {subjects.dlq(prefix)}")
     console.print(f"  metrics/health  http://{settings.http_host}:{state.http_port}/metrics  /healthz  /readyz")
     console.print("Try it from another shell:")
@@ -31,7 +32,7 @@ def up(ingestors: int = typer.Option(1, min=1, help="ingestor instances in this 
        retrievers: int = typer.Option(1, min=1, help="retriever instances in this process")) -> None:
     """Run every service in one process (embedded NATS unless ENGRAM_NATS_URL is set)."""
     settings = load_settings()
-    run(serve_until_signalled(settings, ingestors=ingestors, retrievers=retrievers,
+    run(serve_until_signalled(settings, ingestors=ingestors, retrievers=retrievers, consolidators=1,
                               on_ready=lambda state: _banner(state, settings)))
 
 
@@ -49,7 +50,7 @@ def ingestor() -> None:
     """Run one ingestor (start as many as you like against the same NATS and Qdrant)."""
     settings = load_settings()
     _external_only(settings, "ingestor")
-    run(serve_until_signalled(settings, ingestors=1, retrievers=0,
+    run(serve_until_signalled(settings, ingestors=1, retrievers=0, consolidators=0,
                               on_ready=lambda s: console.print(f"ingestor consuming from {s.nats_url}")))
 
 
@@ -57,5 +58,13 @@ def retriever() -> None:
     """Run one retriever (queue group: start as many as you like)."""
     settings = load_settings()
     _external_only(settings, "retriever")
-    run(serve_until_signalled(settings, ingestors=0, retrievers=1,
+    run(serve_until_signalled(settings, ingestors=0, retrievers=1, consolidators=0,
                               on_ready=lambda s: console.print(f"retriever answering on {s.nats_url}")))
+
+
+def consolidator() -> None:
+    """Run one consolidator (queue group: start as many as you like)."""
+    settings = load_settings()
+    _external_only(settings, "consolidator")
+    run(serve_until_signalled(settings, ingestors=0, retrievers=0, consolidators=1,
+                              on_ready=lambda s: console.print(f"consolidator answering on {s.nats_url}")))

@@ -14,6 +14,8 @@ from shared.contract import (
     EntriesRequest,
     EntriesResponse,
     Flush,
+    Forget,
+    ForgetResult,
     RecallRequest,
     RecallResponse,
     Reply,
@@ -93,7 +95,7 @@ class MemoryClient:
             msg = await self._nc.request(subject, request.model_dump_json(exclude_none=True).encode(),
                                          timeout=self._timeout_s)
         except NoRespondersError as exc:
-            raise Unavailable(f"nobody answers {subject}; is engram's retriever running?") from exc
+            raise Unavailable(f"nobody answers {subject}; is engram running?") from exc
         except NatsTimeout as exc:
             raise Timeout(f"{subject} did not answer within {self._timeout_s}s") from exc
         except (OutboundBufferLimitError, ConnectionClosedError) as exc:
@@ -112,6 +114,14 @@ class MemoryClient:
         """List, get or trace stored entries (admin)."""
         return await self._request(subjects.entries(self._prefix, self.tenant),
                                    request or EntriesRequest(**fields), EntriesResponse)
+
+    async def forget(self, *, user_id: str | None = None, conversation_id: str | None = None,
+                     entry_ids: list[str] | None = None) -> ForgetResult:
+        """Delete everything engram holds of one user, one conversation or these entries, everywhere (entries of
+        every kind, working memory, turns still queued, dead letters). Returns the receipt: what was deleted in
+        each place, and whether a check afterwards found nothing left (`verified`)."""
+        request = Forget(user_id=user_id, conversation_id=conversation_id, entry_ids=entry_ids)
+        return await self._request(subjects.forget(self._prefix, self.tenant), request, ForgetResult)
 
     async def raw_request(self, kind: str, payload: bytes) -> dict[str, Any]:
         """Send raw bytes to `<prefix>.<tenant>.<kind>` and return the decoded reply (for debugging and tests)."""

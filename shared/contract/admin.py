@@ -24,19 +24,32 @@ class Forget(TenantScoped):
 
 
 class DeletedCounts(BaseModel):
-    """How much a Forget removed from each place the data lived."""
+    """How much of the subject a Forget found in each place its data lives."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    entries: int = 0
-    working_memory: int = 0
-    turns: int = 0
+    entries: int = 0            # stored entries, of every kind (superseded and merged-away included)
+    working_memory: int = 0     # conversations whose working-memory buffer was removed or had turns taken out
+    turns: int = 0              # turn texts held in working memory
+    queued_turns: int = 0       # turns and flushes still in the stream, not yet ingested
+    dead_letters: int = 0       # dead-lettered messages about the subject
+
+    @property
+    def total(self) -> int:
+        """Everything counted, in every place."""
+        return self.entries + self.turns + self.queued_turns + self.dead_letters
 
 
 class ForgetResult(Reply):
-    """The reply to Forget."""
+    """The reply to Forget: a receipt of what was deleted, and of what a check afterwards still found.
+
+    `verified` is true when the check (a count of the subject's entries, working memory, queued turns and dead
+    letters, and a recall and an entries listing scoped to the subject) found nothing left.
+    """
 
     deleted: DeletedCounts = Field(default_factory=DeletedCounts)
+    remaining: DeletedCounts = Field(default_factory=DeletedCounts)
+    verified: bool = False
 
 
 class EntriesRequest(TenantScoped):

@@ -138,6 +138,17 @@ def complete(buffer: Buffer, seqs: list[int]) -> Buffer:
     return buffer.model_copy(update={"sealed": [w for w in buffer.sealed if w.seqs != wanted]})
 
 
+def without(buffer: Buffer, seqs: set[int]) -> Buffer:
+    """The buffer with these turns taken out of every window, of the context quoted and of the recent turns
+    (Forget): a window left empty is dropped; the others are written from the turns that remain."""
+    sealed = [w.model_copy(update={"seqs": [s for s in w.seqs if s not in seqs],
+                                   "context": None if w.context in seqs else w.context}) for w in buffer.sealed]
+    return buffer.model_copy(update={
+        "open": [s for s in buffer.open if s not in seqs], "sealed": [w for w in sealed if w.seqs],
+        "recent": [r for r in buffer.recent if r.seq not in seqs],
+        "tail": None if buffer.tail in seqs else buffer.tail})
+
+
 def next_due(buffer: Buffer, idle_timeout_s: float, seal_grace_s: float) -> datetime | None:
     """When a sweep should look at this buffer again: its open turns go idle, or its oldest sealed window's
     grace period ends (then any replica writes it). None when nothing waits."""

@@ -76,6 +76,11 @@ class OpenIndex:
                 raise
         return True
 
+    async def forget(self, tenant: str, conversation_id: str) -> None:
+        """Remove the conversation's mark whatever its buffer holds (Forget removed the buffer)."""
+        with transient(f"unmarking conversation {conversation_id!r}"):
+            await self._kv.purge(self._key(tenant, conversation_id), msg_ttl=self._marker_ttl_s)
+
     async def marked(self, tenant: str) -> list[tuple[str, str]]:
         """(tenant, conversation id) of every conversation of `tenant` marked now."""
         return [self._conversation_of(k) for k in await streams.kv_keys(self._js, self._bucket, f"{tenant}.>")]

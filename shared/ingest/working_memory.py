@@ -20,6 +20,7 @@ from nats.js.kv import KeyValue
 
 from shared.contract import Turn
 from shared.errors import ConfigError, Unavailable
+from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer
 from shared.ingest.open_index import OpenIndex
 from shared.messaging import streams
@@ -72,9 +73,10 @@ async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, descript
 class WorkingMemory:
     """Buffers, turn texts and the open index of every conversation engram is still collecting turns for."""
 
-    def __init__(self, js: JetStreamContext, buffers_bucket: str, buffers: KeyValue, turns: KeyValue,
+    def __init__(self, js: JetStreamContext, prefix: str, buffers: KeyValue, turns: KeyValue,
                  index: OpenIndex) -> None:
-        self._js, self._buffers_bucket = js, buffers_bucket
+        self._js = js
+        self._buffers_bucket, self._turns_bucket, _ = bucket_names(prefix)
         self.buffers = buffers
         self.turn_texts = turns
         self.index = index
@@ -89,7 +91,7 @@ class WorkingMemory:
         buffers, turns, open_index = bucket_names(prefix)
         # Marks never expire by age: one stays while its conversation has turns waiting, however long.
         index = await _bucket(js, open_index, None, "engram working memory: conversations with open windows")
-        return cls(js, buffers, await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
+        return cls(js, prefix, await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
                    await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
                    OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S))
 
@@ -168,3 +170,37 @@ class WorkingMemory:
         """(tenant, conversation id) of every buffer, or of one tenant's: an admin listing, not a hot path."""
         pattern = f"{tenant}.>" if tenant else ">"
         return [conversation_of(k) for k in await streams.kv_keys(self._js, self._buffers_bucket, pattern)]
+
+    async def held_turns(self, tenant: str) -> dict[str, dict[int, Turn]]:
+        """Every turn text of `tenant` held now, by conversation and sequence (for Forget: reads them all)."""
+        wanted: dict[str, list[int]] = {}
+        for k in await streams.kv_keys(self._js, self._turns_bucket, f"{tenant}.>"):
+            wanted.setdefault(conversation_of(k)[1], []).append(int(k.rsplit(".", 1)[1]))
+        return {c: await self.turns(tenant, c, seqs) for c, seqs in wanted.items()}
+
+    async def text_count(self, tenant: str, conversation_id: str) -> int:
+        """How many turn texts of the conversation are held."""
+        return len(await streams.kv_keys(self._js, self._turns_bucket, f"{key(tenant, conversation_id)}.>"))
+
+    async def forget_conversation(self, tenant: str, conversation_id: str) -> tuple[int, int]:
+        """Delete the conversation's buffer, every text it holds and its open-index mark.
+
+        Returns (1 if there was a buffer else 0, turn texts deleted).
+        """
+        k = key(tenant, conversation_id)
+        texts = await streams.kv_keys(self._js, self._turns_bucket, f"{k}.>")
+        had_buffer = await self.get(tenant, conversation_id) is not None
+        with transient(f"forgetting conversation {conversation_id!r}"):
+            if had_buffer:
+                await self.buffers.purge(k, msg_ttl=MARKER_TTL_S)
+            for text in texts:
+                await self.turn_texts.purge(text, msg_ttl=MARKER_TTL_S)
+        await self.index.forget(tenant, conversation_id)
+        return int(had_buffer), len(texts)
+
+    async def forget_turns_of(self, tenant: str, conversation_id: str, seqs: set[int]) -> None:
+        """Take these turns out of the conversation's windows and recent turns, and delete their texts; the rest of
+        the conversation (another person's turns) stays and is written as usual."""
+        await self.update(tenant, conversation_id, lambda b: (buffers.without(b, seqs) if b else None, None))
+        await self.forget_turns(tenant, conversation_id, seqs)  # those no buffer referred to as well
+

@@ -4,7 +4,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from nats import errors as nats_errors
@@ -12,6 +12,9 @@ from nats.aio.client import Client
 from nats.js import errors as js_errors
 
 from shared.errors import Timeout, Unavailable
+
+if TYPE_CHECKING:  # the SDK uses this module too and does not need FastStream
+    from faststream.nats import NatsBroker
 
 log = logging.getLogger("engram.nats")
 
@@ -114,3 +117,29 @@ def transient(what: str) -> Iterator[None]:
         raise Timeout(f"{what} timed out") from exc
     except _TRANSIENT as exc:
         raise Unavailable(f"{what} failed: NATS is unavailable ({type(exc).__name__})") from exc
+
+
+async def open_broker(url: str, name: str) -> tuple["NatsBroker", Client]:
+    """A FastStream broker connected to NATS at `url` (reconnecting forever with backoff), and its connection.
+
+    FastStream's access log goes at DEBUG through the service's own logging: every handled request already gets
+    engram's one line.
+
+    Raises:
+        Unavailable: NATS cannot be reached within FIRST_CONNECT_TIMEOUT_S.
+    """
+    from faststream.nats import NatsBroker
+
+    broker = NatsBroker(url, name=name, max_reconnect_attempts=-1, connect_timeout=2,
+                        reconnect_time_wait=FIRST_CONNECT_RETRY_S, reconnect_to_server_handler=choose_server,
+                        log_level=logging.DEBUG, logger=logging.getLogger("faststream"))
+    try:
+        await check_listening(url)
+        nc = await asyncio.wait_for(broker.connect(), FIRST_CONNECT_TIMEOUT_S)
+    except Unavailable:
+        await broker.stop()
+        raise
+    except Exception as exc:
+        await broker.stop()
+        raise Unavailable(f"cannot connect to NATS at {url} ({exc or type(exc).__name__}); is it running?") from exc
+    return broker, nc

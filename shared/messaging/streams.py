@@ -1,6 +1,7 @@
 """JetStream streams engram owns, named and created in one place, and the listing of a key-value bucket's keys."""
 import contextlib
 import uuid
+from collections.abc import Callable
 
 from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
@@ -105,3 +106,32 @@ async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
             with contextlib.suppress(NatsError):
                 await js.delete_consumer(stream, name)  # or it idles out after _LISTING_IDLE_S
     return found
+
+
+async def matching(js: JetStreamContext, stream: str, subject: str, match: Callable[[bytes], bool]) -> list[int]:
+    """Sequences of the messages of `stream` on `subject` (a wildcard allowed) whose data `match`es.
+
+    Reads by sequence, since a work-queue stream admits no second consumer: every such message once.
+    """
+    found: list[int] = []
+    seq = 1
+    with transient(f"reading messages of {stream} on {subject!r}"):
+        while True:
+            try:
+                msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
+            except NotFoundError:
+                return found
+            assert msg.seq is not None
+            if match(msg.data or b""):
+                found.append(msg.seq)
+            seq = msg.seq + 1
+
+
+async def delete_matching(js: JetStreamContext, stream: str, subject: str, match: Callable[[bytes], bool]) -> int:
+    """Erase (the server's secure erase) the messages `matching` finds; returns how many were still there."""
+    deleted = 0
+    for seq in await matching(js, stream, subject, match):
+        with transient(f"erasing message {seq} of {stream}"), contextlib.suppress(NotFoundError):
+            await js.delete_msg(stream, seq)  # NotFound: acknowledged (work queue) or expired meanwhile
+            deleted += 1
+    return deleted

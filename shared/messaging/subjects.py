@@ -28,6 +28,11 @@ def entries(prefix: str, tenant: str | None = None) -> str:
     return _subject(prefix, tenant, "entries")
 
 
+def forget(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.forget`: request-reply, delete a user's, a conversation's or some entries' data."""
+    return _subject(prefix, tenant, "forget")
+
+
 def events(prefix: str, tenant: str | None = None, kind: EventKind | None = None) -> str:
     """`<prefix>.<tenant>.events.<kind>`; with kind None, the `>` wildcard of all kinds."""
     return _subject(prefix, tenant, "events", kind or ">")

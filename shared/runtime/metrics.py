@@ -28,3 +28,5 @@ unsettled_total = Counter("engram_unsettled_total", "Messages that could not be 
                           "(JetStream redelivers them)", ["service"])
 embed_seconds = Histogram("engram_embed_seconds", "Dense embedding of one request's texts", ["kind"],
                           buckets=LATENCY_BUCKETS)  # kind: query|passage
+forgotten_total = Counter("engram_forgotten_total", "What Forget requests deleted, by place",
+                          ["place"])  # entries|working_memory|turns|queued_turns|dead_letters

@@ -1,15 +1,12 @@
 """What a retriever opens: its FastStream broker (whose one connection also reads working memory), the query
 embedder and BM25, over a store its caller shares. No passage model, no compressor, no second connection."""
-import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from faststream.nats import NatsBroker
 
 from shared.embedding import Bm25Encoder, Embedder, open_embedder
-from shared.errors import Unavailable
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import connection
 from shared.retrieval import Retrieval, warm_up
@@ -38,22 +35,7 @@ class RetrieverDeps:
 async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
                          name: str = "engram-retriever") -> AsyncIterator[RetrieverDeps]:
     """Connect the broker, open the working-memory bucket over it, load the query model; close all on exit."""
-    broker = NatsBroker(nats_url, name=name, max_reconnect_attempts=-1, connect_timeout=2,
-                        reconnect_time_wait=connection.FIRST_CONNECT_RETRY_S,
-                        reconnect_to_server_handler=connection.choose_server,
-                        # FastStream's access log at DEBUG, through the service's own logging (not FastStream's
-                        # handler): every handled request already gets engram's one line.
-                        log_level=logging.DEBUG, logger=logging.getLogger("faststream"))
-    try:
-        await connection.check_listening(nats_url)
-        nc = await asyncio.wait_for(broker.connect(), connection.FIRST_CONNECT_TIMEOUT_S)
-    except Unavailable:
-        await broker.stop()
-        raise
-    except Exception as exc:
-        await broker.stop()
-        raise Unavailable(f"cannot connect to NATS at {nats_url} ({exc or type(exc).__name__}); is it running?") \
-            from exc
+    broker, nc = await connection.open_broker(nats_url, name)
     embedder: Embedder | None = None
     try:
         embedder = open_embedder(settings)

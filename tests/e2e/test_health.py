@@ -73,7 +73,7 @@ async def test_a_dead_consumer_loop_makes_the_process_unready_and_exit_non_zero(
         seen["readyz"] = reply.text
 
     try:
-        code = await asyncio.wait_for(serve_until_signalled(settings, ingestors=1, retrievers=0,
+        code = await asyncio.wait_for(serve_until_signalled(settings, ingestors=1, retrievers=0, consolidators=0,
                                                             on_ready=kill_the_loop), timeout=60)
     finally:
         server.stop()

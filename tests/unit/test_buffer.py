@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.errors import ConfigError
+from shared.ingest import buffer as buffers
 from shared.ingest.buffer import (
     SEEN_LIMIT,
     Buffer,
@@ -114,3 +115,15 @@ def test_a_buffer_is_bounded_by_the_settings_whatever_the_turns_say() -> None:
     long_ids = [("我" * 40) + str(i) for i in range(200)]
     buffer = fill(empty(), long_ids, window=4, recent=20)
     assert len(buffer.model_dump_json()) <= defaults
+
+
+def test_without_takes_turns_out_of_every_window_and_drops_the_empty_ones() -> None:
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    b = buffers.Buffer(tenant_id="t", conversation_id="c", open=[7, 8],
+                       sealed=[buffers.SealedWindow(seqs=[1, 2], context=None, sealed_at=when, reason="size"),
+                               buffers.SealedWindow(seqs=[3, 4], context=2, sealed_at=when, reason="size")],
+                       recent=[buffers.Recent(seq=s, ts=when) for s in (1, 2, 3, 4, 7, 8)], tail=4)
+    after = buffers.without(b, {1, 2, 4, 8})
+    assert after.open == [7] and [w.seqs for w in after.sealed] == [[3]] and after.sealed[0].context is None
+    assert [r.seq for r in after.recent] == [3, 7] and after.tail is None
+    assert after.referenced() == {3, 7}

@@ -1,0 +1,167 @@
+"""Forget: erase everything engram holds of a user, a conversation or a list of entries, and prove it.
+
+The one hard delete in engram (supersede and merge keep history). In this order, so that nothing flows back:
+
+1. the turns still queued in the stream (not yet ingested) and the dead letters about the subject, securely
+   erased by sequence;
+2. working memory: a conversation's buffer, texts and open-index mark; for a user, their turns are taken out of
+   every conversation's windows and recent turns (another person's turns in the same conversation stay and are
+   written as usual);
+3. stored entries of every kind (superseded and merged-away included), announced as `entries_forgotten` first.
+
+Then a check counts what is left in each place and runs a recall and an entries listing scoped to the subject;
+a window that was being written at the very moment of the request can land just after step 3, so the pass is
+repeated (a bounded number of times) until the check finds nothing. The receipt says what each pass deleted and
+what the last check found.
+"""
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from nats.js import JetStreamContext
+
+from shared.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
+from shared.ingest.working_memory import WorkingMemory
+from shared.messaging import streams, subjects
+from shared.store import Scope, Store
+from shared.store.model import SparseVector, Vectors
+
+PASSES = 3              # delete-and-check passes before the receipt reports what is left
+RECHECK_WAIT_S = 0.5    # between passes: time for a window caught mid-write to land
+EVENT_IDS = 1_000       # entry ids per entries_forgotten event
+PAGE = 500
+
+Publish = Callable[[str, EntriesForgotten], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Places:
+    """Everywhere a tenant's data lives, as the consolidator opened it."""
+
+    store: Store
+    working_memory: WorkingMemory
+    js: JetStreamContext
+    prefix: str
+    publish: Publish
+    dim: int  # of the dense vectors, for the recall check
+
+
+async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
+    """Delete the subject of `request` everywhere, then check that nothing of it is left (see the module doc)."""
+    check_tenant(request, tenant)
+    deleted = DeletedCounts()
+    remaining = DeletedCounts()
+    for attempt in range(PASSES):
+        if attempt:
+            await asyncio.sleep(RECHECK_WAIT_S)
+        deleted = _add(deleted, await _delete(places, tenant, request))
+        remaining = await _remaining(places, tenant, request)
+        if remaining == DeletedCounts():
+            break
+    return ForgetResult(deleted=deleted, remaining=remaining, verified=remaining == DeletedCounts())
+
+
+async def _delete(places: Places, tenant: str, request: Forget) -> DeletedCounts:
+    queued = dead = buffers = texts = 0
+    if request.entry_ids is None:
+        match = about(request)
+        for subject in (subjects.turns(places.prefix, tenant), subjects.flush(places.prefix, tenant)):
+            queued += await streams.delete_matching(places.js, streams.turns_stream(places.prefix), subject, match)
+        dead = await streams.delete_matching(places.js, streams.dlq_stream(places.prefix),
+                                             subjects.dlq(places.prefix, tenant), match)
+        buffers, texts = await _forget_working_memory(places.working_memory, tenant, request)
+    entries = await _forget_entries(places, tenant, request)
+    return DeletedCounts(entries=entries, working_memory=buffers, turns=texts, queued_turns=queued, dead_letters=dead)
+
+
+def about(request: Forget) -> Callable[[bytes], bool]:
+    """Whether a queued or dead-lettered message is about the subject (a turn of the user; any message of the
+    conversation, flushes included). Messages that are not JSON objects name nobody."""
+
+    def match(data: bytes) -> bool:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            return False
+        if not isinstance(message, dict):
+            return False
+        if request.user_id is not None:
+            return bool(message.get("user_id") == request.user_id)
+        return bool(message.get("conversation_id") == request.conversation_id)
+
+    return match
+
+
+async def _forget_working_memory(wm: WorkingMemory, tenant: str, request: Forget) -> tuple[int, int]:
+    """(conversations changed, turn texts deleted)."""
+    if request.conversation_id is not None:
+        return await wm.forget_conversation(tenant, request.conversation_id)
+    changed = texts = 0
+    for conversation_id, seqs in (await _held_of_user(wm, tenant, request.user_id)).items():
+        await wm.forget_turns_of(tenant, conversation_id, seqs)
+        changed, texts = changed + 1, texts + len(seqs)
+    return changed, texts
+
+
+async def _held_of_user(wm: WorkingMemory, tenant: str, user_id: str | None) -> dict[str, set[int]]:
+    """The sequences of the user's turns held in working memory, by conversation."""
+    held = await wm.held_turns(tenant)
+    found = {c: {seq for seq, turn in turns.items() if turn.user_id == user_id} for c, turns in held.items()}
+    return {c: seqs for c, seqs in found.items() if seqs}
+
+
+def _scope(tenant: str, request: Forget) -> Scope:
+    return Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
+
+
+async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
+    scope = _scope(tenant, request)
+    if request.entry_ids is not None:
+        ids = [e.id for e in await places.store.get(scope, list(request.entry_ids))]
+    else:
+        ids, offset = [], None
+        while True:  # listed first, so that the event can name them
+            page = await places.store.scroll(scope, limit=PAGE, offset=offset)
+            ids += [e.id for e in page.entries]
+            if page.next_offset is None:
+                break
+            offset = page.next_offset
+    emitted = datetime.now(UTC)
+    for start in range(0, len(ids), EVENT_IDS):
+        chunk = ids[start:start + EVENT_IDS]
+        # Announced before the delete (at least once): a retried Forget announces the same ids with the same id.
+        await places.publish(tenant, EntriesForgotten(
+            event_id=event_id("entries_forgotten", tenant, *chunk), tenant_id=tenant, emitted_at=emitted,
+            entry_ids=chunk, count=len(chunk), reason="forget request"))
+        await places.store.delete(scope, chunk)
+    return len(ids)
+
+
+async def _remaining(places: Places, tenant: str, request: Forget) -> DeletedCounts:
+    """What a check finds of the subject now, in every place (all zero when forgetting is complete)."""
+    scope = _scope(tenant, request)
+    if request.entry_ids is not None:
+        return DeletedCounts(entries=len(await places.store.get(scope, list(request.entry_ids))))
+    listed = await places.store.count(scope)
+    probe = Vectors(dense=[1.0] + [0.0] * (places.dim - 1), sparse=SparseVector(indices=[], values=[]))
+    recalled = await places.store.search(scope, probe, using="dense", limit=1)  # any vector finds what is there
+    match = about(request)
+    queued = sum([len(await streams.matching(places.js, streams.turns_stream(places.prefix), subject, match))
+                  for subject in (subjects.turns(places.prefix, tenant), subjects.flush(places.prefix, tenant))])
+    dead = len(await streams.matching(places.js, streams.dlq_stream(places.prefix),
+                                      subjects.dlq(places.prefix, tenant), match))
+    if request.conversation_id is not None:
+        wm = places.working_memory
+        buffers = int(await wm.get(tenant, request.conversation_id) is not None)
+        texts = await wm.text_count(tenant, request.conversation_id)
+    else:
+        held = await _held_of_user(places.working_memory, tenant, request.user_id)
+        buffers, texts = len(held), sum(len(s) for s in held.values())
+    return DeletedCounts(entries=max(listed, len(recalled)), working_memory=buffers, turns=texts,
+                         queued_turns=queued, dead_letters=dead)
+
+
+def _add(a: DeletedCounts, b: DeletedCounts) -> DeletedCounts:
+    return DeletedCounts(**{name: getattr(a, name) + getattr(b, name) for name in DeletedCounts.model_fields})

@@ -1,0 +1,112 @@
+"""Forget through NATS: nothing of the subject is left anywhere, and nothing of anyone else is touched (checked)."""
+import json
+
+from services.stack import Running
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import Turn
+from shared.store import Scope
+from tests.conftest import conversation, unique
+from tests.e2e.conftest import eventually
+from tests.e2e.helpers import stored_turn_ids
+
+LINES = [("Ana", "I adopted a grey cat called Miso last week."), ("Bo", "Miso is a lovely name for a cat."),
+         ("Ana", "She sleeps on my keyboard every morning."), ("Bo", "Cats always find the warmest spot."),
+         ("Ana", "My sister Lena lives in Porto now."), ("Bo", "Porto is beautiful in the spring."),
+         ("Ana", "I am allergic to peanuts, so no satay for me."), ("Bo", "Noted, no peanuts at the party.")]
+
+
+def of(user: str, conversation_id: str, lines: list[tuple[str, str]] = LINES) -> list[Turn]:
+    return conversation(lines, conversation_id=conversation_id, user_id=user)
+
+
+async def store_all(client: MemoryClient, turns: list[Turn]) -> None:
+    await client.publish_turns(turns)
+    for conversation_id in {t.conversation_id for t in turns}:
+        await client.flush(conversation_id)
+    await wait_until_stored(client, turns, timeout_s=60)
+
+
+async def held(stack: Running, tenant: str) -> dict[str, dict[int, Turn]]:
+    return await stack.consolidator_deps[0].places.working_memory.held_turns(tenant)
+
+
+async def test_forgetting_a_user_leaves_nothing_of_theirs_and_everything_else(stack: Running) -> None:
+    tenant, other_tenant = unique("t"), unique("t")
+    store = stack.store
+    async with await MemoryClient.connect(stack.nats_url, tenant) as client, \
+            await MemoryClient.connect(stack.nats_url, other_tenant) as other:
+        await store_all(client, of("ana", "a1") + of("bo", "b1"))
+        await store_all(other, of("ana", "a1"))
+        # Still in working memory: an open window of Ana's, and a conversation Ana and Bo share.
+        bo_in_m1 = conversation([("Bo", "Bo here: I booked the train to Lyon.")], conversation_id="m1", user_id="bo")
+        open_turns = [*of("ana", "a2", LINES[:2]),
+                      *conversation([("Ana", "Ana here, about the trip.")], conversation_id="m1", user_id="ana"),
+                      bo_in_m1[0].model_copy(update={"turn_id": "m1-bo"})]
+        await client.publish_turns(open_turns)
+        wanted = {t.turn_id for t in open_turns}
+        await eventually(lambda: held(stack, tenant),
+                         lambda h: {t.turn_id for c in h.values() for t in c.values()} >= wanted)
+        bo_before = await store.count(Scope(tenant_id=tenant, user_id="bo"))
+        theirs_before = await store.count(Scope(tenant_id=other_tenant, user_id="ana"))
+        ana_ids = {e.id for e in (await store.scroll(Scope(tenant_id=tenant, user_id="ana"), limit=100)).entries}
+        assert ana_ids and bo_before and theirs_before
+
+        events = await client._nc.subscribe(f"mem.{tenant}.events.entries_forgotten")
+        receipt = await client.forget(user_id="ana")
+
+        assert receipt.verified and receipt.remaining.total == 0, receipt
+        assert receipt.deleted.entries == len(ana_ids)
+        assert receipt.deleted.turns >= 3 and receipt.deleted.working_memory >= 2  # a2, m1 (and a1's recent turns)
+        announced = json.loads((await events.next_msg(timeout=5)).data)
+        assert set(announced["entry_ids"]) == ana_ids and announced["reason"] == "forget request"
+        # Nothing of Ana's: store, recall, entries listing, working memory.
+        assert await store.count(Scope(tenant_id=tenant, user_id="ana")) == 0
+        assert (await client.recall("Ana's cat Miso", user_id="ana")).entries == []
+        assert (await client.entries(user_id="ana")).entries == []
+        assert all(t.user_id != "ana" for c in (await held(stack, tenant)).values() for t in c.values())
+        shared = await client.recall("the train", conversation_id="m1", include_working_memory=True)
+        assert [t.turn_id for t in shared.working_memory] == ["m1-bo"]
+        # Everyone else's, untouched.
+        assert await store.count(Scope(tenant_id=tenant, user_id="bo")) == bo_before
+        assert await store.count(Scope(tenant_id=other_tenant, user_id="ana")) == theirs_before
+        # The shared conversation still closes: Bo's turn is written, Ana's never is.
+        await client.flush("m1")
+        await eventually(lambda: stored_turn_ids(store, tenant), lambda ids: "m1-bo" in ids, timeout_s=30)
+        assert not {t.turn_id for t in open_turns if t.user_id == "ana"} & set(await stored_turn_ids(store, tenant))
+
+
+async def test_forgetting_a_conversation_or_entries_stays_inside_the_tenant(stack: Running) -> None:
+    tenant, other_tenant = unique("t"), unique("t")
+    store = stack.store
+    async with await MemoryClient.connect(stack.nats_url, tenant) as client, \
+            await MemoryClient.connect(stack.nats_url, other_tenant) as other:
+        await store_all(client, of("ana", "c1") + of("ana", "c2"))
+        await store_all(other, of("ana", "c1"))
+        theirs = (await store.scroll(Scope(tenant_id=other_tenant), limit=100)).entries
+
+        # Another tenant's entry ids, asked from this tenant: nothing is found, nothing is deleted.
+        receipt = await client.forget(entry_ids=[e.id for e in theirs])
+        assert receipt.deleted.entries == 0 and receipt.verified
+        assert await store.count(Scope(tenant_id=other_tenant)) == len(theirs)
+
+        receipt = await client.forget(conversation_id="c1")
+        assert receipt.verified and receipt.deleted.entries > 0 and receipt.deleted.working_memory == 1
+        assert await store.count(Scope(tenant_id=tenant, conversation_id="c1")) == 0
+        assert await stack.consolidator_deps[0].places.working_memory.get(tenant, "c1") is None
+        assert await store.count(Scope(tenant_id=tenant, conversation_id="c2")) > 0
+        assert await store.count(Scope(tenant_id=other_tenant, conversation_id="c1")) == len(theirs)
+
+        c2 = (await store.scroll(Scope(tenant_id=tenant, conversation_id="c2"), limit=100)).entries
+        receipt = await client.forget(entry_ids=[c2[0].id])
+        assert receipt.verified and receipt.deleted.entries == 1
+        assert [e.id for e in await store.get(Scope(tenant_id=tenant), [e.id for e in c2])] == [e.id for e in c2[1:]]
+
+
+async def test_a_bad_forget_request_gets_a_clear_error(stack: Running) -> None:
+    tenant = unique("t")
+    async with await MemoryClient.connect(stack.nats_url, tenant) as client:
+        for payload, code in [(b"{}", "invalid_request"), (b"not json", "invalid_request"),
+                              (b'{"user_id": "a", "conversation_id": "b"}', "invalid_request"),
+                              (b'{"user_id": "a", "tenant_id": "someone_else"}', "forbidden")]:
+            reply = await client.raw_request("forget", payload)
+            assert reply["error"]["code"] == code, (payload, reply)

@@ -1,0 +1,74 @@
+"""Forget reaches the places no recall sees: turns still queued in the stream and dead letters (no ingestor is
+consuming here, so the turns stay queued), on a real nats-server and the real store."""
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from shared.consolidation.forget import Places, about, forget
+from shared.contract import EntriesForgotten, Forget
+from shared.ingest.working_memory import WorkingMemory
+from shared.messaging import connection, nats_server, streams, subjects
+from shared.store import EdgeStore
+from tests.conftest import make_turn, unique
+
+DIM = 8
+
+
+@pytest.fixture
+async def places(tmp_path: Path) -> AsyncIterator[Places]:
+    server = nats_server.start(tmp_path / "nats")
+    nc = await connection.connect(server.url, "test")
+    store = EdgeStore.open(tmp_path / "qdrant", DIM)
+    try:
+        js = nc.jetstream()
+        await streams.ensure(js, "mem")
+        published: list[EntriesForgotten] = []
+
+        async def publish(_: str, event: EntriesForgotten) -> None:
+            published.append(event)
+
+        yield Places(store=store, working_memory=await WorkingMemory.open(js, "mem"), js=js, prefix="mem",
+                     publish=publish, dim=DIM)
+    finally:
+        await store.close()
+        await nc.close()
+        server.stop()
+
+
+async def queued(places: Places, tenant: str, request: Forget) -> int:
+    return len(await streams.matching(places.js, streams.turns_stream("mem"), subjects.turns("mem", tenant),
+                                      about(request)))
+
+
+async def test_queued_turns_and_dead_letters_of_the_user_are_erased_and_no_one_elses(places: Places) -> None:
+    tenant, other_tenant = unique("t"), unique("t")
+    js = places.js
+    for t, user, n in [(tenant, "ana", 3), (tenant, "bo", 2), (other_tenant, "ana", 2)]:
+        for i in range(n):
+            turn = make_turn(f"{user} says {i}", conversation_id=f"{user}-c", user_id=user)
+            await js.publish(subjects.turns("mem", t), turn.model_dump_json().encode())
+    bad = make_turn("bad", user_id="ana").model_dump_json().encode()
+    await js.publish(subjects.dlq("mem", tenant, "ingestor"), bad)
+    await js.publish(subjects.dlq("mem", tenant, "ingestor"), b"\xff not json")  # names nobody: stays
+
+    receipt = await forget(places, tenant, Forget(user_id="ana"))
+
+    assert receipt.verified and receipt.deleted.queued_turns == 3 and receipt.deleted.dead_letters == 1
+    assert await queued(places, tenant, Forget(user_id="ana")) == 0
+    assert await queued(places, tenant, Forget(user_id="bo")) == 2
+    assert await queued(places, other_tenant, Forget(user_id="ana")) == 2
+    left = await streams.matching(js, streams.dlq_stream("mem"), subjects.dlq("mem", tenant), lambda _: True)
+    assert len(left) == 1
+
+
+async def test_forgetting_a_conversation_erases_its_queued_flushes_too(places: Places) -> None:
+    tenant = unique("t")
+    await places.js.publish(subjects.turns("mem", tenant), make_turn("hi", conversation_id="c9").model_dump_json()
+                            .encode())
+    await places.js.publish(subjects.flush("mem", tenant), b'{"conversation_id": "c9"}')
+    await places.js.publish(subjects.flush("mem", tenant), b'{"conversation_id": "c10"}')
+    receipt = await forget(places, tenant, Forget(conversation_id="c9"))
+    assert receipt.verified and receipt.deleted.queued_turns == 2
+    assert len(await streams.matching(places.js, streams.turns_stream("mem"), subjects.flush("mem", tenant),
+                                      lambda _: True)) == 1
