@@ -17,6 +17,26 @@ class Window(BaseModel):
     context: list[Turn] = Field(default_factory=list)  # precede `turns`; not sources of the entries
 
 
+class Slot(BaseModel):
+    """What a fact states: about whom (`subject`), which attribute, which value.
+
+    `key` names the slot a newer statement replaces: for a single-valued attribute (where someone lives) the
+    subject and attribute; for one keyed by its object (a preference for sushi, an allergy to peanuts) the
+    attribute already carries the object ("preference:sushi"), so statements about other objects never collide.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    attribute: str
+    value: str
+
+    @property
+    def key(self) -> str:
+        """The supersede key: the same key with another value is a newer statement of the same fact."""
+        return f"{self.subject.casefold()}\x1f{self.attribute}"
+
+
 class Draft(BaseModel):
     """A memory entry as a compressor writes it, before ids, vectors and bookkeeping."""
 
@@ -32,6 +52,7 @@ class Draft(BaseModel):
     occurred_at: AwareDatetime
     source_turn_ids: list[str] = Field(min_length=1)
     importance: float = 0.5
+    slot: Slot | None = None  # facts only
 
 
 class Compressor(Protocol):
@@ -39,3 +60,10 @@ class Compressor(Protocol):
 
     async def compress(self, window: Window) -> list[Draft]:
         """Entries that together cover every turn of the window."""
+
+
+class FactExtractor(Protocol):
+    """Finds statements about a person in a window's turns (offline rules now, an LLM later)."""
+
+    async def extract(self, window: Window) -> list[Draft]:
+        """Fact drafts (`kind="fact"`, `slot` set, one source turn each), precision before coverage."""

@@ -1,0 +1,49 @@
+"""How English turns are read: sentences, which of them are plain first-person statements, and the rules."""
+import re
+
+from shared.compress.facts import life, people, plans, tastes
+from shared.compress.facts.fact import Reader
+
+_SPLIT = re.compile(r"(?<=[.!?…])(?<!\bSt\.)(?<!\bMt\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bMrs\.)\s+|\n+")
+_FILLER = re.compile(r"^(?:(?:oh|so|and|but|well|hey|wow|yeah|yes|haha|lol|ok|okay|also|plus|anyway|btw|hmm|"
+                     r"umm?|uh)\b[,!.]*\s*)+", re.IGNORECASE)
+_QUESTION_START = re.compile(r"^(?:do|does|did|are|is|was|were|have|has|had|can|could|would|will|should|shall|may|"
+                             r"might|am|what|where|when|why|how|who|which|whose|whom)\b", re.IGNORECASE)
+# Words before a match that make it a supposition, a wish, someone else's claim or a time other than now.
+_NOT_PLAIN_BEFORE = re.compile(
+    r"\b(?:if|unless|whether|suppose|supposing|imagine|imagining|maybe|perhaps|wish|wished|hope|hoping|hoped|dream|"
+    r"dreaming|dreamed|would|wouldn't|could|couldn't|might|should|shouldn't|want|wants|wanted|wanna|thinking|"
+    r"considering|pretend|pretending|not sure|don't think|never|when|whenever|once|until|till|before|after|"
+    r"someday|one day|probably|says|said|say|told|tells|thinks|thought|believes|believed|assume|assumes|assumed|"
+    r"heard|joke|joking|kidding|used to|pretended|lie|lied|lying|\w+'d)\b",
+    re.IGNORECASE)
+# A noun just before the match makes "I love" a relative clause ("doing something I love is awesome").
+_RELATIVE_BEFORE = re.compile(r"\b(?:something|anything|everything|nothing|thing|things|stuff|what|that|which|"
+                              r"whatever|who|whom|one|ones|people|person|place|places|way|all)\s*$", re.IGNORECASE)
+# Words after a match that say the state is over or only conditional ("I moved to Ohio when I was ten").
+_NOT_PLAIN_AFTER = re.compile(
+    r"\b(?:when I was|as a (?:kid|child|teen|teenager|little girl|little boy)|back then|at the time|back in the day|"
+    r"passed away|died|divorced|broke up|split up|but (?:then|now|not anymore|no longer)|until|till|if|unless|"
+    r"in (?:my|a) dreams?|years? before)\b",
+    re.IGNORECASE)
+
+
+def sentences(text: str) -> list[str]:
+    """`text` split into sentences (punctuation kept), with typographic apostrophes made plain."""
+    plain = text.replace("’", "'").replace("‘", "'")
+    return [s.strip() for s in _SPLIT.split(plain) if s and s.strip()]
+
+
+def is_question(sentence: str) -> bool:
+    """A question by its mark or its first word ("Do you live in Paris", "Have you moved to Lyon?")."""
+    return sentence.rstrip().endswith("?") or bool(_QUESTION_START.match(_FILLER.sub("", sentence.lstrip())))
+
+
+def blocked(before: str, after: str) -> bool:
+    """Whether the words around a match make it a supposition, a wish, a report or a state that is over."""
+    return bool(_NOT_PLAIN_BEFORE.search(before) or _RELATIVE_BEFORE.search(before) or _NOT_PLAIN_AFTER.search(after))
+
+
+READER = Reader(sentences=sentences, is_question=is_question, blocked=blocked, rules=(
+    life.lives_in, life.origin, life.works_at, life.occupation, life.studies, people.pets, people.partner,
+    people.family, tastes.preferences, tastes.allergies, tastes.diet, tastes.birthday, plans.english_plans))

@@ -1,0 +1,184 @@
+"""English rules for what the speaker likes and dislikes, is allergic to, eats, and when their birthday is."""
+import re
+from datetime import datetime
+
+from shared.compress import dates
+from shared.compress.facts.fact import Fact, Hit, Said, object_key
+from shared.compress.facts.life import ADV, ME
+from shared.compress.facts.phrases import CAP_RUN, clean_name, object_phrase
+from shared.compress.facts.vocabulary import ACTIVITIES, SUBJECTS
+
+_DEGREE = r"(?:(?:really|absolutely|totally|just|truly|also|still|genuinely|honestly|seriously|do|especially) )*"
+_LIKES = [
+    re.compile(ME + r" " + _DEGREE + r"(?:love|enjoy|adore|like) "),
+    re.compile(ME + r"(?:'m| am) (?:(?:really|so|super|totally|very|big|also|quite|still) )*into "),
+    re.compile(ME + r"(?:'m| am) (?:(?:also|really|such) )*(?:a |such a )?(?:(?:big|huge|great|massive|major) )?"
+               r"fan of "),
+    re.compile(ME + r"(?:'ve| have) always (?:had a love for|loved|enjoyed) "),
+    re.compile(ME + r"(?:'ve| have) (?:always )?been (?:(?:really|so|super) )?into "),
+    re.compile(ME + r"(?:'m| am) (?:(?:really|so|super|very|also|truly|deeply) )*passionate about "),
+]
+_COMMON_PASSIONS = frozenset({"dance", "fashion", "travel", "music", "art", "sports", "nature", "food", "books"})
+# "Dance is my passion": the object comes first and must be the whole subject.
+_IS_MY = re.compile(r"^(?P<obj>[A-Za-z][A-Za-z' -]{1,40}?) (?:is|are) (?:really |truly )?my (?:(?:true|biggest|big|"
+                    r"real) )?(?:passion|favou?rite (?:hobby|thing to do|pastime))\b")
+_DISLIKES = [
+    re.compile(ME + r" (?:(?:really|absolutely|just|totally|also|still|honestly) )*(?:hate|dislike|detest|"
+               r"can't stand|cannot stand) "),
+    re.compile(ME + r" (?:don't|do not|no longer) (?:(?:really|much|particularly|even) )?(?:like|enjoy) "),
+    re.compile(ME + r"(?:'m| am) (?:not|no longer) (?:a )?(?:(?:big|huge|great) )?fan of "),
+    re.compile(ME + r"(?:'m| am) (?:not|no longer) (?:really )?into "),
+]
+_FAVOURITE = re.compile(
+    r"\b[Mm]y (?:absolute |all-time )?favou?rite (?P<what>food|dish|meal|sport|colou?r|band|singer|artist|movie|film|"
+    r"show|book|author|genre|season|animal|game|hobby|drink|fruit|dessert|cuisine|city|country|holiday|song|"
+    r"musician|team|flower|snack|restaurant|writer|painter|activity|instrument|music|composer) (?:is|has to be) ")
+_FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
+_ALLERGIC = re.compile(
+    ME + r"(?:'m| am) (?P<neg>not |no longer )?(?:(?:also|very|really|so|super|severely|deathly|highly|extremely|"
+    r"mildly|slightly|seriously|badly) )*allergic to ")
+_ALLERGY = re.compile(
+    ME + r"(?:'ve| have)(?: got)? (?:a |an )?(?:(?:severe|bad|mild|serious|slight|terrible|life-threatening) )?"
+    r"(?P<obj>[a-z]+(?: [a-z]+)?) allergy\b")
+_NOT_ALLERGENS = frozenset({"food", "seasonal", "skin", "weird", "little", "strange", "rare", "new", "terrible"})
+_LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+_CLAUSE_END = re.compile(r"[.;:!?()\"“”…]|\s[-–—]\s")
+_DIET_WORDS = (r"(?P<diet>vegetarian|vegan|pescatarian|pescetarian|gluten-free|gluten free|keto|halal|kosher|"
+               r"plant-based)")
+_DIET_END = (r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:and|but|so|since|for|now|too|because|these|myself|lately|already|"
+             r"again|nowadays|last|this|in|a|about|over|recently|years|ever|after|at|when|btw|lol|haha|though)\b))")
+_DIETS = [
+    re.compile(ME + r"(?:'m| am) " + ADV + r"(?:(?:strictly|fully|completely) )?(?:a )?" + _DIET_WORDS + _DIET_END),
+    re.compile(ME + r"(?:'ve| have) " + ADV + r"(?:gone|been|become) " + _DIET_WORDS + _DIET_END),
+    re.compile(ME + r" " + ADV + r"(?:went|became|turned|eat|keep) " + _DIET_WORDS + _DIET_END),
+    re.compile(ME + r"(?:'m| am|'ve| have)? " + ADV + r"(?:on|following|doing|eat|follow|switched to|went on|started|"
+               r"gone on|been on) (?:a|the) " + _DIET_WORDS + r" diet\b"),
+]
+_NO_MEAT = re.compile(ME + r" (?:don't|do not|no longer|stopped|quit|gave up) (?:eat|eating) (?:any )?meat" + _DIET_END)
+_DIET_VALUES = {"pescetarian": "pescatarian", "gluten free": "gluten-free", "plant-based": "vegan"}
+_DIET_STATEMENTS = {"gluten-free": "eats gluten-free", "keto": "follows a keto diet", "halal": "eats halal",
+                    "kosher": "keeps kosher"}
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+_MONTH = r"(?:" + "|".join(MONTHS) + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)"
+DATE = (r"(?:(?P<m1>" + _MONTH + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th)?|(?:the )?(?P<d2>\d{1,2})(?:st|nd|rd|th)? "
+        r"(?:of )?(?P<m2>" + _MONTH + r"))(?:,? (?P<y>(?:19|20)\d\d))?\b")
+_BIRTHDAY = re.compile(r"\b[Mm]y birthday(?: is| was|'s| falls)?(?: on)? " + DATE)
+_BORN = re.compile(ME + r" was born on " + DATE)
+_BIRTHDAY_RELATIVE = re.compile(r"\b[Mm]y birthday(?: is|'s| was) (?:on )?|\b(?:[Tt]oday|[Tt]omorrow|[Yy]esterday) "
+                                r"(?:is|was) my birthday\b|\b[Ii]t's my birthday ")
+
+
+def _preference(said: Said, obj: str, likes: bool, start: int, end: int, statement: str | None = None) -> Hit:
+    value = "likes" if likes else "dislikes"
+    return Hit(Fact(f"preference:{object_key(obj, plural=True)}", value, statement or f"{said.speaker} {value} {obj}"),
+               start, end)
+
+
+def _uncapitalised(obj: str) -> str:
+    """A sentence-initial common noun in lower case ("Dance" -> "dance"); names keep their capital."""
+    first, _, rest = obj.partition(" ")
+    lower = first.lower()
+    if lower in ACTIVITIES or lower in SUBJECTS or lower.endswith("ing") or lower in _COMMON_PASSIONS:
+        return f"{lower} {rest}".strip()
+    return obj
+
+
+def preferences(sentence: str, said: Said) -> list[Hit]:
+    """Likes and dislikes: "I love hiking", "I'm a fan of pottery", "I don't like sushi", "my favourite food is X"."""
+    hits = []
+    for patterns, likes in ((_LIKES, True), (_DISLIKES, False)):
+        for pattern in patterns:
+            for match in pattern.finditer(sentence):
+                obj = object_phrase(sentence[match.end():])
+                if obj:
+                    hits.append(_preference(said, obj, likes, match.start(), match.end() + len(obj)))
+    for match in _IS_MY.finditer(sentence):
+        obj = object_phrase(match.group("obj"))
+        if obj and obj == match.group("obj").strip():
+            hits.append(_preference(said, _uncapitalised(obj), True, match.start(), match.end()))
+    for match in _FAVOURITE.finditer(sentence):
+        rest = sentence[match.end():]
+        name = _FAVOURITE_NAME.match(rest)
+        obj = clean_name(name.group(0)) if name else object_phrase(rest)
+        if obj:
+            what = match.group("what")
+            hits.append(_preference(said, obj, True, match.start(), match.end() + len(obj),
+                                    f"{said.speaker}'s favourite {what} is {obj}"))
+    return hits
+
+
+def allergies(sentence: str, said: Said) -> list[Hit]:
+    """Allergies: "I'm allergic to peanuts and shellfish", "I have a nut allergy", "I'm not allergic to cats"."""
+    hits = []
+    for match in _ALLERGIC.finditer(sentence):
+        value = "not allergic" if match.group("neg") else "allergic"
+        chunk = _CLAUSE_END.split(sentence[match.end():], maxsplit=1)[0]
+        for item in _LIST_SPLIT.split(chunk):
+            obj = object_phrase(item, max_words=3)
+            if obj is None:
+                break
+            hits.append(Hit(Fact(f"allergy:{object_key(obj, plural=True)}", value,
+                                 f"{said.speaker} is {value} to {obj}"), match.start(), match.end() + len(obj)))
+            if obj != item.strip():
+                break  # the list ended inside this item ("shellfish so I ...")
+    for match in _ALLERGY.finditer(sentence):
+        obj = match.group("obj")
+        if not set(obj.split()) & _NOT_ALLERGENS and object_phrase(obj, max_words=2) == obj:
+            hits.append(Hit(Fact(f"allergy:{object_key(obj, plural=True)}", "allergic",
+                                 f"{said.speaker} has {'an' if obj[0] in 'aeiou' else 'a'} {obj} allergy"),
+                            match.start(), match.end()))
+    return hits
+
+
+def diet(sentence: str, said: Said) -> list[Hit]:
+    """Diet: "I'm vegetarian", "I went vegan last year", "I'm on a keto diet", "I don't eat meat"."""
+    hits = []
+    for pattern in _DIETS:
+        for match in pattern.finditer(sentence):
+            value = match.group("diet").lower()
+            value = _DIET_VALUES.get(value, value)
+            statement = f"{said.speaker} {_DIET_STATEMENTS.get(value, f'is {value}')}"
+            hits.append(Hit(Fact("diet", value, statement), match.start(), match.end()))
+    for match in _NO_MEAT.finditer(sentence):
+        hits.append(Hit(Fact("diet", "vegetarian", f"{said.speaker} is vegetarian (eats no meat)"),
+                        match.start(), match.end()))
+    return hits
+
+
+def _month(name: str) -> int:
+    return next(i for i, m in enumerate(MONTHS, 1) if m.lower().startswith(name.lower()[:3]))
+
+
+def explicit_date(match: re.Match[str]) -> tuple[int, int, int | None] | None:
+    """(day, month, year or None) of a `DATE` match, or None when no such day exists ("31 February")."""
+    day = int(match.group("d1") or match.group("d2"))
+    month = _month(match.group("m1") or match.group("m2"))
+    year = int(match.group("y")) if match.group("y") else None
+    try:
+        datetime(year or 2000, month, day)  # 2000 is a leap year: 29 February stays valid
+    except ValueError:
+        return None
+    return day, month, year
+
+
+def birthday(sentence: str, said: Said) -> list[Hit]:
+    """Birthday: "my birthday is March 3rd", "I was born on 3 March 1990", "my birthday is tomorrow"."""
+    hits = []
+    for pattern, verb in ((_BIRTHDAY, "'s birthday is"), (_BORN, " was born on")):
+        for match in pattern.finditer(sentence):
+            found = explicit_date(match)
+            if found:
+                day, month, year = found
+                value = f"{day} {MONTHS[month - 1]}" + (f" {year}" if year else "")
+                hits.append(Hit(Fact("birthday", value, f"{said.speaker}{verb} {value}"), match.start(), match.end()))
+    if hits:
+        return hits
+    phrases = dates.resolve(sentence, "en", said.ts)
+    for match in _BIRTHDAY_RELATIVE.finditer(sentence):
+        for phrase in phrases:
+            if phrase.start in (match.start(), match.end()) and phrase.period == "day":
+                value = f"{phrase.when.day} {MONTHS[phrase.when.month - 1]}"
+                hits.append(Hit(Fact("birthday", value, f"{said.speaker}'s birthday is {value}"),
+                                min(match.start(), phrase.start), max(match.end(), phrase.end)))
+    return hits
