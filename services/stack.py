@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from services.consolidator.app import build_consolidator
+from services.consolidator.app import Consolidator, build_consolidator
 from services.ingestor.app import Ingestor, build_ingestor
 from services.retriever.app import build_retriever
 from shared.embedding import embedding_dim
@@ -35,6 +35,7 @@ class Running:
     ingestor_deps: list[IngestorDeps] = field(default_factory=list)
     retriever_deps: list[RetrieverDeps] = field(default_factory=list)
     consolidator_deps: list[ConsolidatorDeps] = field(default_factory=list)
+    consolidators: list[Consolidator] = field(default_factory=list)
     served: list[Counter[str]] = field(default_factory=list)  # per retriever instance
 
 
@@ -83,8 +84,10 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
                                                                              name=f"engram-consolidator-{i}"))
             state.consolidator_deps.append(consolidator)
             state.health.check(consolidator.ready)
-            build_consolidator(settings, consolidator)
-            await consolidator.broker.start()
+            replica = build_consolidator(settings, consolidator)
+            await replica.start()
+            stack.push_async_callback(replica.stop)
+            state.consolidators.append(replica)
         state.http_port = await stack.enter_async_context(
             http.serving(settings.http_host, settings.http_port, state.health))
         yield state

@@ -65,6 +65,19 @@ class Settings(BaseSettings):
     ack_wait_s: float = Field(default=30.0, gt=0)
     fetch_batch: int = Field(default=32, ge=1, le=1000)
 
+    # Facts and consolidation
+    extract_facts: bool = True                                # offline rules find facts beside each episode
+    consolidate_interval_s: float = Field(default=3600.0, gt=0)  # each tenant's jobs run once per interval
+    lease_ttl_s: float = Field(default=60.0, ge=1)            # a tenant's lease; renewed every third of it
+    merge_threshold: float = Field(default=0.93, ge=0.0, le=1.0)  # dense cosine of near-duplicates
+    merge_min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)  # and the share of content words they share
+    half_life_days: float = Field(default=180.0, gt=0)        # how fast an episode's retention halves with age
+    retention_min_score: float = Field(default=0.03, ge=0.0, le=1.0)  # below this an episode is forgotten
+    retention_ttl_days: float | None = Field(default=None, gt=0)  # every entry older than this is forgotten
+    retention_ttl_days_by_tenant: dict[str, float] = Field(default_factory=dict)  # per-tenant TTL overrides
+    max_entries_per_user: int | None = Field(default=None, ge=1)  # beyond it, the lowest retention goes first
+    usage_flush_s: float = Field(default=10.0, gt=0)          # how often a retriever records recall hits
+
     # Observability
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=9464, ge=0, le=65535)       # /metrics, /healthz, /readyz; 0 picks a free port

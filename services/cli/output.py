@@ -2,7 +2,7 @@
 from rich.table import Table
 
 from services.cli.base import console
-from shared.contract import EntryView, ForgetResult, RecallResponse
+from shared.contract import ConsolidationSummary, EntryView, ForgetResult, RecallResponse
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.report import COLUMNS, table_rows
 
@@ -43,6 +43,14 @@ def forget_receipt(receipt: ForgetResult) -> None:
     console.print(table)
     console.print("[green]verified: nothing of it is left[/green]" if receipt.verified
                   else "[red]not verified: something is left (see the table); run forget again[/red]")
+
+
+def consolidation_summary(summary: ConsolidationSummary) -> None:
+    """What one consolidation run changed."""
+    table = Table("owners", "scored", "superseded", "merged", "forgotten", "profiles updated", "ms")
+    table.add_row(*(str(v) for v in (summary.owners, summary.scored, summary.superseded, summary.merged,
+                                     summary.forgotten, summary.profiles_updated)), f"{summary.duration_ms:.0f}")
+    console.print(table)
 
 
 def eval_tables(report: EvalReport) -> None:

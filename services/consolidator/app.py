@@ -1,8 +1,13 @@
-"""Consolidator: answers `<prefix>.<tenant>.forget` in a queue group (the consolidation jobs come next)."""
+"""Consolidator: the schedule, and `<prefix>.<tenant>.forget` and `.consolidate` in a queue group."""
+import asyncio
+from dataclasses import dataclass, field
+
 from faststream.nats import NatsMessage, NatsRouter
 
 from shared.consolidation.forget import forget
-from shared.contract import Forget
+from shared.consolidation.schedule import measured
+from shared.contract import ConsolidateRequest, Forget, check_tenant
+from shared.errors import Unavailable
 from shared.messaging import replies, subjects
 from shared.runtime import metrics
 from shared.runtime.consolidator import ConsolidatorDeps
@@ -11,8 +16,29 @@ from shared.settings import Settings
 QUEUE = "consolidator"
 
 
-def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> None:
-    """Attach the consolidator's handlers to the broker its caller opened (and will start)."""
+@dataclass
+class Consolidator:
+    """One replica: its handlers on the broker and its share of the schedule."""
+
+    deps: ConsolidatorDeps
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start answering and scheduling."""
+        await self.deps.broker.start()
+        self._task = asyncio.create_task(self.deps.scheduler.run(self._stopping), name="consolidation-schedule")
+
+    async def stop(self) -> None:
+        """Stop scheduling (a run in progress is cancelled; the next run finishes its work)."""
+        self._stopping.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
+    """Attach the consolidator's handlers to the broker its caller opened (and starts through the result)."""
     router = NatsRouter(middlewares=[replies.middleware("consolidator")])
 
     @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE)
@@ -23,4 +49,17 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> None:
             metrics.forgotten_total.labels(place).inc(count)
         return replies.encode(result)
 
+    @router.subscriber(subjects.nats_wildcard(subjects.consolidate(settings.subject_prefix)), queue=QUEUE)
+    async def on_consolidate(msg: NatsMessage) -> bytes:
+        request = ConsolidateRequest.model_validate_json(msg.body)
+        tenant = replies.tenant_of(msg)
+        check_tenant(request, tenant)
+        summary = await deps.leases.run(tenant, lambda: measured(deps.consolidation, tenant, request, "request"),
+                                        wait_s=settings.lease_ttl_s)
+        if summary is None:
+            raise Unavailable(f"another replica has been consolidating tenant {tenant!r} for over "
+                              f"{settings.lease_ttl_s:g} s; ask again later")
+        return replies.encode(summary)
+
     deps.broker.include_router(router)
+    return Consolidator(deps)

@@ -11,6 +11,9 @@ from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
 
 from shared.contract import (
+    ConsolidateRequest,
+    ConsolidationJob,
+    ConsolidationSummary,
     EntriesRequest,
     EntriesResponse,
     Flush,
@@ -90,14 +93,16 @@ class MemoryClient:
         return await self._publish(subjects.flush(self._prefix, self.tenant),
                                    Flush(conversation_id=conversation_id).model_dump_json().encode())
 
-    async def _request(self, subject: str, request: BaseModel, reply_type: type[R]) -> R:
+    async def _request(self, subject: str, request: BaseModel, reply_type: type[R],
+                       timeout_s: float | None = None) -> R:
+        timeout_s = timeout_s or self._timeout_s
         try:
             msg = await self._nc.request(subject, request.model_dump_json(exclude_none=True).encode(),
-                                         timeout=self._timeout_s)
+                                         timeout=timeout_s)
         except NoRespondersError as exc:
             raise Unavailable(f"nobody answers {subject}; is engram running?") from exc
         except NatsTimeout as exc:
-            raise Timeout(f"{subject} did not answer within {self._timeout_s}s") from exc
+            raise Timeout(f"{subject} did not answer within {timeout_s}s") from exc
         except (OutboundBufferLimitError, ConnectionClosedError) as exc:
             raise Unavailable(f"cannot send to {subject} now: {type(exc).__name__}") from exc
         reply = reply_type.model_validate_json(msg.data)
@@ -122,6 +127,14 @@ class MemoryClient:
         each place, and whether a check afterwards found nothing left (`verified`)."""
         request = Forget(user_id=user_id, conversation_id=conversation_id, entry_ids=entry_ids)
         return await self._request(subjects.forget(self._prefix, self.tenant), request, ForgetResult)
+
+    async def consolidate(self, *, user_id: str | None = None, jobs: list[ConsolidationJob] | None = None,
+                          timeout_s: float = 120.0) -> ConsolidationSummary:
+        """Run the consolidation jobs (all, or `jobs`) for the tenant or one user now, and say what they changed.
+        A run takes a while on a big tenant, hence its own timeout."""
+        request = ConsolidateRequest(user_id=user_id, jobs=jobs or [])
+        return await self._request(subjects.consolidate(self._prefix, self.tenant), request, ConsolidationSummary,
+                                   timeout_s)
 
     async def raw_request(self, kind: str, payload: bytes) -> dict[str, Any]:
         """Send raw bytes to `<prefix>.<tenant>.<kind>` and return the decoded reply (for debugging and tests)."""

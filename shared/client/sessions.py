@@ -18,7 +18,7 @@ async def publish_sessions(client: MemoryClient, sessions: Sequence[Sequence[Tur
 
 async def wait_until_stored(client: MemoryClient, turns: Sequence[Turn], timeout_s: float = 120.0,
                             interval_s: float = 0.5) -> None:
-    """Wait until every turn is a source of some stored entry (flush the conversations first)."""
+    """Wait until every turn is a source of some stored episode (flush the conversations first)."""
     pending: dict[str, set[str]] = {}
     for turn in turns:
         pending.setdefault(turn.conversation_id, set()).add(turn.turn_id)
@@ -27,7 +27,8 @@ async def wait_until_stored(client: MemoryClient, turns: Sequence[Turn], timeout
         for conversation_id in list(pending):
             cursor = None
             while True:
-                page = await client.entries(op="list", conversation_id=conversation_id, limit=500, cursor=cursor)
+                page = await client.entries(op="list", conversation_id=conversation_id, kind="episodic", limit=500,
+                                            cursor=cursor)
                 for entry in page.entries:
                     pending[conversation_id] -= set(entry.source_turn_ids)
                 cursor = page.next_cursor

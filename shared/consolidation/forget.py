@@ -16,15 +16,17 @@ what the last check found.
 """
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 
+from shared.consolidation.profile import profile_id
 from shared.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import streams, subjects
+from shared.messaging.events import Publish
 from shared.store import Scope, Store
 from shared.store.model import SparseVector, Vectors
 
@@ -33,7 +35,6 @@ RECHECK_WAIT_S = 0.5    # between passes: time for a window caught mid-write to 
 EVENT_IDS = 1_000       # entry ids per entries_forgotten event
 PAGE = 500
 
-Publish = Callable[[str, EntriesForgotten], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -119,24 +120,36 @@ def _scope(tenant: str, request: Forget) -> Scope:
 async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
     scope = _scope(tenant, request)
     if request.entry_ids is not None:
-        ids = [e.id for e in await places.store.get(scope, list(request.entry_ids))]
+        found = await places.store.get(scope, list(request.entry_ids))
     else:
-        ids, offset = [], None
+        found, offset = [], None
         while True:  # listed first, so that the event can name them
             page = await places.store.scroll(scope, limit=PAGE, offset=offset)
-            ids += [e.id for e in page.entries]
+            found += page.entries
             if page.next_offset is None:
                 break
             offset = page.next_offset
+    ids = [e.id for e in found]
+    # A profile gathers facts of its user from every conversation: one built from what goes now goes with it
+    # (the next consolidation builds it again from what is left).
+    users = sorted({e.user_id for e in found if e.user_id is not None and e.kind != "profile"})
+    profiles = await places.store.get(Scope(tenant_id=tenant), [profile_id(tenant, u) for u in users])
+    ids += [p.id for p in profiles if p.id not in ids]
+    await erase(places.store, places.publish, Scope(tenant_id=tenant), ids, "forget request")
+    return len(ids)
+
+
+async def erase(store: Store, publish: Publish, scope: Scope, ids: list[str], reason: str) -> None:
+    """Delete entries by id, each chunk announced as `entries_forgotten` first (at least once, stable id)."""
+    tenant = scope.tenant_id
     emitted = datetime.now(UTC)
     for start in range(0, len(ids), EVENT_IDS):
         chunk = ids[start:start + EVENT_IDS]
-        # Announced before the delete (at least once): a retried Forget announces the same ids with the same id.
-        await places.publish(tenant, EntriesForgotten(
+        # Announced before the delete: a retried Forget announces the same ids with the same event id.
+        await publish(tenant, EntriesForgotten(
             event_id=event_id("entries_forgotten", tenant, *chunk), tenant_id=tenant, emitted_at=emitted,
-            entry_ids=chunk, count=len(chunk), reason="forget request"))
-        await places.store.delete(scope, chunk)
-    return len(ids)
+            entry_ids=chunk, count=len(chunk), reason=reason))
+        await store.delete(scope, chunk)
 
 
 async def _remaining(places: Places, tenant: str, request: Forget) -> DeletedCounts:

@@ -96,7 +96,12 @@ class EntryView(BaseModel):
     access_count: int = 0
     last_accessed_at: AwareDatetime | None = None
     superseded_by: str | None = None
+    valid_to: AwareDatetime | None = None
     merged_from: list[str] = Field(default_factory=list)
+    merged_into: str | None = None
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
 
 
 class EntriesResponse(Reply):
@@ -119,9 +124,11 @@ class ConsolidateRequest(TenantScoped):
 class ConsolidationSummary(Reply):
     """What one consolidation run did."""
 
-    merged: int = 0
-    superseded: int = 0
-    forgotten: int = 0
+    owners: int = 0             # users (and conversations naming no user) whose memory the run went through
+    scored: int = 0             # entries whose importance changed
+    merged: int = 0             # entries newly merged into a near-duplicate
+    superseded: int = 0         # facts newly superseded by a newer statement
+    forgotten: int = 0          # entries removed by retention (low score, TTL, per-user cap)
     profiles_updated: int = 0
     started_at: AwareDatetime | None = None
     duration_ms: float = 0.0

@@ -37,6 +37,7 @@ class RecallRequest(TenantScoped):
     mode: Literal["fast", "deep"] = "fast"
     token_budget: int | None = Field(default=None, ge=1, le=MAX_TOKEN_BUDGET)
     include_working_memory: bool = False
+    include_superseded: bool = False   # also entries a newer fact superseded or a near-duplicate absorbed
     explain: bool = False
 
 

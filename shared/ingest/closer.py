@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from shared.compress import Window
+from shared.consolidation.changes import applier
+from shared.consolidation.supersede import supersede_slots
 from shared.contract import EntryCreated, event_id
 from shared.contract.failures import error_body
 from shared.errors import EngramError
@@ -24,6 +26,7 @@ from shared.ingest.writer import Writer, build_entries
 from shared.messaging.deadletter import TurnDeadLetter
 from shared.messaging.events import Publish
 from shared.runtime import metrics
+from shared.store import MemoryEntry, Scope
 
 log = logging.getLogger("engram.closer")
 
@@ -221,10 +224,27 @@ class WindowCloser:
                 event_id=event_id("entry_created", entry.id), tenant_id=entry.tenant_id, emitted_at=emitted,
                 entry_id=entry.id, conversation_id=entry.conversation_id, user_id=entry.user_id,
                 source_turn_ids=entry.source_turn_ids, occurred_at=entry.occurred_at))
+        await self._supersede([i.entry for i in items if i.entry.slot_key], emitted)
         for tenant, conversation_id, sealed in batch:
             await self._complete(tenant, conversation_id, sealed)
         metrics.windows_written_total.inc(len(batch))
         return len(batch)
+
+    async def _supersede(self, facts: list[MemoryEntry], now: datetime) -> None:
+        """Bring the chains of the slots these new facts state up to date now, so recall is right at once (the
+        consolidator's supersede job would otherwise do it on its next run, and still checks every slot)."""
+        by_scope: dict[Scope, set[str]] = {}
+        for fact in facts:
+            scope = Scope(tenant_id=fact.tenant_id, user_id=fact.user_id,
+                          conversation_id=fact.conversation_id if fact.user_id is None else None)
+            by_scope.setdefault(scope, set()).add(fact.slot_key or "")
+        apply = applier(self.writer.store, self.publish, now)
+        for scope, keys in by_scope.items():
+            try:
+                await supersede_slots(self.writer.store, scope, sorted(keys), apply)
+            except Exception as exc:  # the facts are stored; the next consolidation puts their chains right
+                log.warning("superseding %d slots at write failed (%s: %s); the consolidator will", len(keys),
+                            type(exc).__name__, exc)
 
     async def _window(self, tenant: str, conversation_id: str, sealed: SealedWindow) -> Window | None:
         wanted = [*sealed.seqs, *([sealed.context] if sealed.context is not None else [])]

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from shared.compress import Compressor, Window
+from shared.compress.model import Draft, FactExtractor
 from shared.embedding import Bm25Encoder, Embedder
 from shared.store import MemoryEntry, Store, StoredEntry, Vectors, entry_id
 
@@ -16,12 +17,18 @@ EMBED_CHARS = 2048
 
 @dataclass(frozen=True)
 class Writer:
-    """What writing needs: a compressor, both encoders and the store."""
+    """What writing needs: a compressor, both encoders, the store, and (optionally) a fact extractor."""
 
     compressor: Compressor
     embedder: Embedder
     sparse: Bm25Encoder
     store: Store
+    facts: FactExtractor | None = None
+
+
+def _id_kind(draft: Draft) -> str:
+    # A turn may state several facts: each slot gets its own id (and the same id when written again).
+    return f"fact\x1f{draft.slot.attribute}" if draft.slot is not None else draft.kind
 
 
 async def build_entries(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[StoredEntry]:
@@ -30,14 +37,23 @@ async def build_entries(writer: Writer, windows: list[Window], now: datetime | N
     pending: list[MemoryEntry] = []
     for window in windows:
         first = window.turns[0]
-        for draft in await writer.compressor.compress(window):
+        drafts = await writer.compressor.compress(window)
+        if writer.facts is not None:
+            drafts += await writer.facts.extract(window)
+        by_turn = {t.turn_id: t for t in window.turns}
+        for draft in drafts:
+            slot = draft.slot
+            # A fact belongs to the person whose turn states it (forgetting that user must find it).
+            owner = by_turn.get(draft.source_turn_ids[0], first) if slot is not None else first
             pending.append(MemoryEntry(
-                id=entry_id(window.tenant_id, window.conversation_id, draft.source_turn_ids, draft.kind),
-                tenant_id=window.tenant_id, user_id=first.user_id, agent_id=first.agent_id,
+                id=entry_id(window.tenant_id, window.conversation_id, draft.source_turn_ids, _id_kind(draft)),
+                tenant_id=window.tenant_id, user_id=owner.user_id, agent_id=owner.agent_id,
                 conversation_id=window.conversation_id, kind=draft.kind, text=draft.text, keywords=draft.keywords,
                 persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
                 occurred_at=draft.occurred_at, created_at=now, updated_at=now,
-                source_turn_ids=draft.source_turn_ids, importance=draft.importance))
+                source_turn_ids=draft.source_turn_ids, importance=draft.importance,
+                subject=slot.subject if slot else None, attribute=slot.attribute if slot else None,
+                value=slot.value if slot else None, slot_key=slot.key if slot else None))
     if not pending:
         return []
     texts = [e.text for e in pending]

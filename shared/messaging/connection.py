@@ -98,6 +98,15 @@ async def close(nc: Client) -> None:
         log.debug("closing the NATS connection: %s", exc)
 
 
+async def stop_broker(broker: "NatsBroker") -> None:
+    """Stop a broker's subscribers and close its connection; one already closed (the server gone, or the process
+    being torn down after a failure) is no error at this point."""
+    try:
+        await broker.stop()
+    except (ExceptionGroup, OSError, nats_errors.Error) as exc:
+        log.debug("stopping the broker: %s", exc)
+
+
 # What NATS raises while the server is away or slow: a later attempt may succeed.
 _TRANSIENT = (nats_errors.NoRespondersError, nats_errors.ConnectionClosedError,
               nats_errors.ConnectionReconnectingError, nats_errors.ConnectionDrainingError,

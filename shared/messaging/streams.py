@@ -40,6 +40,12 @@ def dlq_subjects(prefix: str) -> list[str]:
     return [subjects.nats_wildcard(subjects.dlq(prefix, service="*"))]
 
 
+def consolidation_buckets(prefix: str) -> tuple[str, str]:
+    """Names of the key-value buckets of tenant leases (keys expire) and of finished runs (`MEM_CONSOLIDATION_…`)."""
+    base = f"{prefix.upper().replace('-', '_')}_CONSOLIDATION"
+    return f"{base}_LEASES", f"{base}_RUNS"
+
+
 INGESTOR_DURABLE = "ingestor"
 TURNS_DUPLICATE_WINDOW_S = 120.0
 DLQ_MAX_AGE_S = 14 * 24 * 3600.0

@@ -33,6 +33,11 @@ def forget(prefix: str, tenant: str | None = None) -> str:
     return _subject(prefix, tenant, "forget")
 
 
+def consolidate(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.consolidate`: request-reply, run the consolidation jobs now."""
+    return _subject(prefix, tenant, "consolidate")
+
+
 def events(prefix: str, tenant: str | None = None, kind: EventKind | None = None) -> str:
     """`<prefix>.<tenant>.events.<kind>`; with kind None, the `>` wildcard of all kinds."""
     return _subject(prefix, tenant, "events", kind or ">")

@@ -5,13 +5,15 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared.contract import Explanation, RecallRequest, RecallResponse, Timings, Turn
+from shared.contract import EntryKind, Explanation, RecallRequest, RecallResponse, Timings, Turn
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
 from shared.errors import InvalidRequest
+from shared.retrieval import profiles
 from shared.retrieval import render as rendering
 from shared.retrieval.fit import fit_recall
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan, query_terms
+from shared.retrieval.usage import UsageRecorder
 from shared.retrieval.views import recalled_entry
 from shared.settings import Settings
 from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
@@ -32,17 +34,22 @@ class Retrieval:
     sparse: Bm25Encoder
     settings: Settings
     max_reply_bytes: int | None = None
+    usage: UsageRecorder | None = None
 
 
 def _scope(tenant: str, request: RecallRequest) -> Scope:
     return Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
 
 
+# Profiles are not searched: a user's profile is added first when the query is about the user (see profiles.py).
+SEARCHED_KINDS: list[EntryKind] = ["episodic", "fact"]
+
+
 def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
     f = request.filters
-    applied: list[str] = []
+    applied: list[str] = [] if request.include_superseded else ["active only (not superseded, not merged)"]
     if f is None:
-        return EntryFilter(include_superseded=False), applied
+        return EntryFilter(kinds=SEARCHED_KINDS, include_superseded=request.include_superseded), applied
     if f.persons:
         applied.append(f"persons any of {f.persons}")
     if f.topics:
@@ -53,7 +60,7 @@ def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
         applied.append(f"occurred_at in [{f.since.isoformat() if f.since else '…'}, "
                        f"{f.until.isoformat() if f.until else '…'}]")
     return EntryFilter(persons=f.persons, topics=f.topics, location=f.location, since=f.since, until=f.until,
-                       include_superseded=False), applied
+                       kinds=SEARCHED_KINDS, include_superseded=request.include_superseded), applied
 
 
 def _boosts(query_plan: QueryPlan, settings: Settings) -> list[Boost]:
@@ -126,11 +133,13 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         raise InvalidRequest("mode 'deep' plans sub-queries with an LLM and none is configured; use mode 'fast'")
     # The model runs on its own thread; planning and the BM25 query (both short) run here meanwhile.
     embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
+    user_profile = asyncio.ensure_future(profiles.of_user(retrieval.store, tenant, request))
     try:
         query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
         sparse = retrieval.sparse.query(request.query)
     except BaseException:
         embedding.cancel()
+        user_profile.cancel()
         raise
     planned = time.perf_counter()
     dense = await embedding
@@ -153,6 +162,10 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         boosts.setdefault(entry_id, []).extend(why)
     if use_mmr and settings.mmr_lambda is not None:
         hits = mmr(hits, request.k, settings.mmr_lambda)
+    about = profiles.about_user(await user_profile, request.query, query_plan)
+    if about is not None:
+        hits = profiles.first(about, hits)
+        boosts.setdefault(about.id, []).append("the query is about the user: their profile comes first")
     hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
@@ -194,5 +207,7 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
 
     recent = list(working_memory or []) if request.include_working_memory else []
     reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
+    if retrieval.usage is not None:
+        retrieval.usage.record(tenant, [e.id for e in reply.entries])
     total = (time.perf_counter() - started) * 1e3
     return reply.model_copy(update={"timings_ms": timings.model_copy(update={"total": total})})

@@ -1,13 +1,19 @@
-"""What a consolidator opens: its FastStream broker (whose one connection also reaches working memory and the
-streams), over a store its caller shares. No embedding model: Forget and its check need none."""
+"""What a consolidator opens: its FastStream broker (whose one connection also reaches working memory, the streams
+and the lease buckets), BM25 for profiles, over a store its caller shares. No embedding model: the jobs reuse the
+vectors stored with each entry, and Forget and its check need none."""
 import contextlib
+import os
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from faststream.nats import NatsBroker
 
 from shared.consolidation.forget import Places
-from shared.embedding import embedding_dim
+from shared.consolidation.lease import Leases
+from shared.consolidation.run import Consolidation
+from shared.consolidation.schedule import Scheduler
+from shared.embedding import Bm25Encoder, embedding_dim
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import connection, events, streams
 from shared.settings import Settings
@@ -21,6 +27,13 @@ class ConsolidatorDeps:
     settings: Settings
     broker: NatsBroker
     places: Places
+    consolidation: Consolidation
+    leases: Leases
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """This replica's share of the schedule."""
+        return Scheduler(self.consolidation, self.leases, self.settings.consolidate_interval_s)
 
     async def ready(self) -> str | None:
         """None if this replica can answer, else why not (for /readyz)."""
@@ -30,14 +43,20 @@ class ConsolidatorDeps:
 @contextlib.asynccontextmanager
 async def open_consolidator(settings: Settings, nats_url: str, *, store: Store,
                             name: str = "engram-consolidator") -> AsyncIterator[ConsolidatorDeps]:
-    """Connect the broker and open working memory and the streams over it; close all on exit."""
+    """Connect the broker and open working memory, the streams and the leases over it; close all on exit."""
     broker, nc = await connection.open_broker(nats_url, name)
     try:
         js = nc.jetstream()
         await streams.ensure(js, settings.subject_prefix)
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
+        publish = events.publisher(nc, settings.subject_prefix)
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
-                        publish=events.publisher(nc, settings.subject_prefix), dim=embedding_dim(settings))
-        yield ConsolidatorDeps(settings=settings, broker=broker, places=places)
+                        publish=publish, dim=embedding_dim(settings))
+        consolidation = Consolidation(store=store, publish=publish, sparse=Bm25Encoder(settings.bm25_language),
+                                      settings=settings)
+        holder = f"{socket.gethostname()}:{os.getpid()}:{name}"
+        leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s)
+        yield ConsolidatorDeps(settings=settings, broker=broker, places=places, consolidation=consolidation,
+                               leases=leases)
     finally:
-        await broker.stop()
+        await connection.stop_broker(broker)

@@ -10,6 +10,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from shared.compress import OfflineCompressor
+from shared.compress.facts import RuleFactExtractor
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
 from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
@@ -53,7 +54,8 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
         buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
                            max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)
         writer = Writer(OfflineCompressor(settings.context_turn_chars, settings.bm25_language), embedder,
-                        Bm25Encoder(settings.bm25_language), store)
+                        Bm25Encoder(settings.bm25_language), store,
+                        facts=RuleFactExtractor() if settings.extract_facts else None)
         yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer)
     finally:
         if embedder is not None:

@@ -30,3 +30,20 @@ embed_seconds = Histogram("engram_embed_seconds", "Dense embedding of one reques
                           buckets=LATENCY_BUCKETS)  # kind: query|passage
 forgotten_total = Counter("engram_forgotten_total", "What Forget requests deleted, by place",
                           ["place"])  # entries|working_memory|turns|queued_turns|dead_letters
+
+consolidation_runs_total = Counter("engram_consolidation_runs_total", "Consolidation runs of one tenant",
+                                   ["trigger", "outcome"])  # trigger: schedule|request; outcome: ok|error
+consolidation_seconds = Histogram("engram_consolidation_seconds", "Duration of one tenant's consolidation run",
+                                  buckets=(0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0))
+consolidation_last_success = Gauge("engram_consolidation_last_success_timestamp_seconds",
+                                   "When this replica last finished a consolidation run without error")
+consolidation_merged_total = Counter("engram_consolidation_merged_total", "Entries merged into a near-duplicate")
+consolidation_superseded_total = Counter("engram_consolidation_superseded_total",
+                                         "Facts superseded by a newer statement of the same slot")
+consolidation_forgotten_total = Counter("engram_consolidation_forgotten_total", "Entries removed by retention",
+                                        ["reason"])  # low_retention|ttl|cap
+lease_changes_total = Counter("engram_consolidation_lease_changes_total", "Tenant leases taken, given back or lost",
+                              ["change"])  # acquired|released|lost
+entries_by_kind = Gauge("engram_entries", "Stored entries by kind, as of the last scheduled pass", ["kind"])
+recall_hits_recorded_total = Counter("engram_recall_hits_recorded_total",
+                                     "Recall hits written to entries' use counts (in batches)")

@@ -1,5 +1,6 @@
 """What a retriever opens: its FastStream broker (whose one connection also reads working memory), the query
 embedder and BM25, over a store its caller shares. No passage model, no compressor, no second connection."""
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import connection
 from shared.retrieval import Retrieval, warm_up
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
+from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
 from shared.store import Store
 
@@ -41,11 +43,19 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
         embedder = open_embedder(settings)
         working_memory = await WorkingMemory.open(nc.jetstream(), settings.subject_prefix,
                                                   ttl_s=settings.working_memory_ttl_s)
+        usage = UsageRecorder(store, settings.usage_flush_s)
         retrieval = Retrieval(store, embedder, Bm25Encoder(settings.bm25_language), settings,
-                              max_reply_bytes=nc.max_payload - REPLY_HEADROOM_BYTES)
+                              max_reply_bytes=nc.max_payload - REPLY_HEADROOM_BYTES, usage=usage)
         await warm_up(retrieval)
-        yield RetrieverDeps(settings=settings, broker=broker, working_memory=working_memory, retrieval=retrieval)
+        stopping = asyncio.Event()
+        recorder = asyncio.create_task(usage.run(stopping), name="recall-usage")
+        try:
+            yield RetrieverDeps(settings=settings, broker=broker, working_memory=working_memory,
+                                retrieval=retrieval)
+        finally:
+            stopping.set()
+            await asyncio.gather(recorder, return_exceptions=True)
     finally:
-        await broker.stop()
+        await connection.stop_broker(broker)
         if embedder is not None:
             await embedder.close()

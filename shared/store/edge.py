@@ -8,7 +8,7 @@ from typing import Any, Literal
 import qdrant_edge as qe
 
 from shared.store import scope as scoping
-from shared.store.hits import ByIdMixin, to_hits
+from shared.store.hits import ByIdMixin, dense_of, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -163,13 +163,21 @@ class EdgeStore(ByIdMixin):
         return to_hits(await self._read(self._shard.query, request), [], with_vectors=False)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
-                     offset: str | None = None) -> Page:
-        """A page of entries in id order."""
+                     offset: str | None = None, with_vectors: bool = False) -> Page:
+        """A page of entries in id order (with their dense vectors when asked)."""
         request = qe.ScrollRequest(offset=uuid.UUID(offset) if offset else None, limit=limit,
-                                   filter=_filter(scope, entry_filter), with_payload=True, with_vector=False)
+                                   filter=_filter(scope, entry_filter), with_payload=True,
+                                   with_vector=[DENSE] if with_vectors else False)
         records, next_offset = await self._read(self._shard.scroll, request)
         return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
-                    next_offset=str(next_offset) if next_offset is not None else None)
+                    next_offset=str(next_offset) if next_offset is not None else None,
+                    dense=[dense_of(r.vector) for r in records] if with_vectors else None)
+
+    async def tenants(self, limit: int = 100_000) -> list[str]:
+        """Every tenant that has entries (from the tenant index; no entry is read)."""
+        response = await self._read(self._shard.facet, qe.FacetRequest(key=scoping.TENANT_FIELD, limit=limit,
+                                                                         exact=True))
+        return sorted(str(hit.value) for hit in response.hits)
 
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""

@@ -11,6 +11,12 @@ class _Point(Protocol):
     vector: Any
 
 
+def dense_of(vector: Any) -> list[float]:
+    """The dense vector of a point as either engine returns it (a dict of named vectors)."""
+    found = vector.get(DENSE) if isinstance(vector, dict) else None
+    return [float(x) for x in found] if found is not None else []
+
+
 def to_hits(fused: list[Any], per_search: list[list[Any]], with_vectors: bool) -> list[ScoredEntry]:
     """Scored entries from a fused result, with ranks and scores from the dense and sparse results (if run)."""
     ranks = [{str(p.id): (rank, float(p.score)) for rank, p in enumerate(points, start=1)} for points in per_search]
@@ -32,7 +38,7 @@ class ScrollingStore(Protocol):
     """The part of a backend that get and delete are built on."""
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
-                     offset: str | None = None) -> Page:
+                     offset: str | None = None, with_vectors: bool = False) -> Page:
         """A page of entries in id order."""
 
     async def delete_where(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:

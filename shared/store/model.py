@@ -55,7 +55,19 @@ class MemoryEntry(BaseModel):
     access_count: int = 0
     last_accessed_at: AwareDatetime | None = None
     superseded_by: str | None = None
+    valid_to: AwareDatetime | None = None          # when a newer statement of the same fact replaced this one
     merged_from: list[str] = Field(default_factory=list)
+    merged_into: str | None = None                 # set on an entry a near-duplicate absorbed
+    # Facts only: what is stated, and the key a newer statement of the same fact shares (see compress.model.Slot).
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    slot_key: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Neither superseded nor merged away: what recall returns by default."""
+        return self.superseded_by is None and self.merged_into is None
 
     def payload(self) -> dict[str, Any]:
         """The Qdrant payload (everything but the id, plus the scope keys), datetimes as RFC 3339 strings."""
@@ -119,7 +131,8 @@ class EntryFilter(BaseModel):
     since: datetime | None = None                      # occurred_at >= since
     until: datetime | None = None                      # occurred_at <= until
     ids: list[str] = Field(default_factory=list)
-    include_superseded: bool = True
+    slot_keys: list[str] = Field(default_factory=list)  # any of
+    include_superseded: bool = True                    # False: only active entries (not superseded, not merged)
 
 
 class Condition(BaseModel):
@@ -162,9 +175,10 @@ class ScoredEntry(BaseModel):
 
 
 class Page(BaseModel):
-    """One page of a scroll."""
+    """One page of a scroll (with each entry's dense vector when asked)."""
 
     model_config = ConfigDict(frozen=True)
 
     entries: list[MemoryEntry]
     next_offset: str | None = None
+    dense: list[list[float]] | None = None

@@ -26,8 +26,12 @@ class Store(Protocol):
         """Entries by id, only those inside the scope."""
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
-                     offset: str | None = None) -> Page:
-        """A page of entries in id order; pass `next_offset` back for the next page."""
+                     offset: str | None = None, with_vectors: bool = False) -> Page:
+        """A page of entries in id order; pass `next_offset` back for the next page. With `with_vectors`, the
+        page's `dense` holds each entry's dense vector."""
+
+    async def tenants(self, limit: int = 100_000) -> list[str]:
+        """Every tenant that has entries. The one read not scoped to a tenant: it returns ids, never data."""
 
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""

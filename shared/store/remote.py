@@ -10,7 +10,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from shared.errors import Unavailable
 from shared.store import scope as scoping
-from shared.store.hits import ByIdMixin, to_hits
+from shared.store.hits import ByIdMixin, dense_of, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -173,14 +173,21 @@ class ClientStore(ByIdMixin):
         return to_hits(result.points, [], with_vectors=False)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
-                     offset: str | None = None) -> Page:
-        """A page of entries in id order."""
+                     offset: str | None = None, with_vectors: bool = False) -> Page:
+        """A page of entries in id order (with their dense vectors when asked)."""
         with _reachable("a scroll"):
             records, next_offset = await self._client.scroll(
                 self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, offset=offset,
-                with_payload=True, with_vectors=False)
+                with_payload=True, with_vectors=[DENSE] if with_vectors else False)
         return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
-                    next_offset=str(next_offset) if next_offset is not None else None)
+                    next_offset=str(next_offset) if next_offset is not None else None,
+                    dense=[dense_of(r.vector) for r in records] if with_vectors else None)
+
+    async def tenants(self, limit: int = 100_000) -> list[str]:
+        """Every tenant that has entries (a facet over the tenant index; no entry is read)."""
+        with _reachable("a tenant listing"):
+            response = await self._client.facet(self._collection, key=scoping.TENANT_FIELD, limit=limit, exact=True)
+        return sorted(str(hit.value) for hit in response.hits)
 
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""

@@ -27,8 +27,11 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
         out.append(Condition(key="occurred_at", op="range", gte=f.since, lte=f.until))
     if f.ids:
         out.append(Condition(key="id", op="ids", value=list(f.ids)))
+    if f.slot_keys:
+        out.append(Condition(key="slot_key", op="any", value=list(f.slot_keys)))
     if not f.include_superseded:
         out.append(Condition(key="superseded_by", op="is_null"))
+        out.append(Condition(key="merged_into", op="is_null"))
     return out
 
 
@@ -37,7 +40,8 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
 # the full-scan threshold is scored directly from the payload index. The other fields only narrow a scope and
 # get no graph of their own (`kind` alone would otherwise rebuild the whole collection's graph).
 GRAPH_KEYWORD_INDEXES = (USER_KEY,)
-KEYWORD_INDEXES = (CONVERSATION_KEY, "persons", "kind", "topic", "location", "superseded_by")
+KEYWORD_INDEXES = (CONVERSATION_KEY, "persons", "kind", "topic", "location", "superseded_by", "merged_into",
+                   "slot_key")
 DATETIME_INDEXES = ("occurred_at",)
 HNSW_M = 0          # no graph over all tenants together
 HNSW_PAYLOAD_M = 16  # per-tenant (and per big user) graphs

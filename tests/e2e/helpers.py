@@ -4,7 +4,7 @@ from typing import Any
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from shared.store import Scope, Store
+from shared.store import EntryFilter, Scope, Store
 
 
 async def dead_letters(nats_url: str, tenant: str, expect: int = 1, timeout_s: float = 15.0) -> list[Any]:
@@ -29,11 +29,13 @@ async def dead_letters(nats_url: str, tenant: str, expect: int = 1, timeout_s: f
 
 
 async def stored_turn_ids(store: Store, tenant: str) -> list[str]:
-    """Every source turn id of every entry of a tenant (with repeats, so duplicates show)."""
+    """Every source turn id of every episode of a tenant (with repeats, so duplicates show; facts restate turns
+    an episode already holds)."""
     ids: list[str] = []
     offset = None
     while True:
-        page = await store.scroll(Scope(tenant_id=tenant), limit=256, offset=offset)
+        page = await store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(kinds=["episodic"]), limit=256,
+                                  offset=offset)
         ids += [t for e in page.entries for t in e.source_turn_ids]
         if page.next_offset is None:
             return ids

@@ -85,6 +85,7 @@ async def test_a_repeated_turn_id_is_stored_once(client: MemoryClient) -> None:
     again = make_turn("My favourite colour is teal (edited).", conversation_id="c5", turn_id="dup")
     await client.publish_turn(again)
     await client.flush("c5")
-    found = await eventually(lambda: client.entries(op="list", conversation_id="c5"), lambda r: bool(r.entries))
+    found = await eventually(lambda: client.entries(op="list", conversation_id="c5", kind="episodic"),
+                             lambda r: bool(r.entries))
     assert [e.source_turn_ids for e in found.entries] == [["dup"]]
     assert "edited" not in found.entries[0].text

@@ -1,4 +1,5 @@
-"""The `engram` CLI against a running stack: ingest a JSONL file (waiting until recallable), recall, entries."""
+"""The `engram` CLI against a running stack: ingest a JSONL file (waiting until recallable), recall, entries,
+consolidate."""
 import asyncio
 import json
 import sys
@@ -34,7 +35,14 @@ async def test_ingest_recall_and_entries_from_the_command_line(stack: Running, t
     assert "chemistry" in reply["entries"][0]["text"] and reply["entries"][0]["source_turn_ids"] == ["k1-0", "k1-1",
                                                                                                        "k1-2"]
     code, out = await engram("entries", "--tenant", tenant, "--nats-url", stack.nats_url, "--json")
-    assert code == 0 and len(json.loads(out)["entries"]) == 1
+    assert code == 0
+    listed = json.loads(out)["entries"]
+    assert [e["kind"] for e in listed].count("episodic") == 1
+    assert [(e["attribute"], e["value"]) for e in listed if e["kind"] == "fact"] == [("family:brother:leo", "Leo")]
+    code, out = await engram("consolidate", "--tenant", tenant, "--nats-url", stack.nats_url, "--json")
+    assert code == 0 and json.loads(out)["profiles_updated"] == 1, out
+    code, out = await engram("consolidate", "--tenant", tenant, "--nats-url", stack.nats_url, "--job", "nap")
+    assert code == 1 and "nap" in out
 
 
 async def test_bad_files_and_unreachable_servers_fail_clearly(tmp_path: Path) -> None:

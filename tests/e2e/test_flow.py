@@ -35,7 +35,7 @@ async def test_a_window_closes_at_n_turns_and_working_memory_is_returned(client:
 async def test_entry_created_events_and_entries_listing(client: MemoryClient, stack: Running) -> None:
     nc = await nats.connect(stack.nats_url)
     sub = await nc.subscribe(subjects.events("mem", client.tenant))
-    await client.publish_turn(make_turn("We adopted a puppy called Biscuit.", conversation_id="c3"))
+    await client.publish_turn(make_turn("Biscuit chewed the sofa again.", conversation_id="c3"))
     await client.flush("c3")
     msg = await sub.next_msg(timeout=20)
     event = json.loads(msg.data)

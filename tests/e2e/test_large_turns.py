@@ -31,7 +31,7 @@ async def test_thirty_maximal_chinese_turns_in_one_conversation_are_all_stored(s
     assert len(reply.model_dump_json().encode()) < 1024 * 1024
     seen, cursor = [], None
     while True:  # a listing of such entries pages itself to fit, losing none
-        page = await client.entries(op="list", conversation_id="long", limit=500, cursor=cursor)
+        page = await client.entries(op="list", conversation_id="long", kind="episodic", limit=500, cursor=cursor)
         seen += [e.id for e in page.entries]
         cursor = page.next_cursor
         if cursor is None:

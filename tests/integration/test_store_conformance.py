@@ -286,3 +286,42 @@ async def test_a_shard_written_with_the_old_scope_layout_is_refused(tmp_path: Pa
     shard.close()
     with pytest.raises(ConfigError, match="older engram"):
         EdgeStore.open(tmp_path / "old", 4)
+
+
+async def test_active_only_hides_superseded_and_merged_away_entries(store: Store) -> None:
+    tenant = unique("t")
+    await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], text="current"),
+                        item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], text="old", superseded_by="x"),
+                        item(tenant, ["c"], dense=[1, 0, 0, 0], terms=[1], text="absorbed", merged_into="y")])
+    scope = Scope(tenant_id=tenant)
+    active = EntryFilter(include_superseded=False)
+    hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [1]), limit=10, entry_filter=active)
+    assert [h.entry.text for h in hits] == ["current"]
+    assert await store.count(scope, active) == 1
+    assert await store.count(scope) == 3
+
+
+async def test_facts_are_found_by_slot_key(store: Store) -> None:
+    tenant = unique("t")
+    await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], kind="fact", slot_key="ana\x1flives_in"),
+                        item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], kind="fact", slot_key="ana\x1fdiet")])
+    page = await store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(slot_keys=["ana\x1flives_in"]))
+    assert [e.source_turn_ids for e in page.entries] == [["a"]]
+
+
+async def test_a_scroll_can_return_dense_vectors(store: Store) -> None:
+    tenant = unique("t")
+    await store.upsert([item(tenant, ["a"], dense=[0.6, 0.8, 0, 0], terms=[1])])
+    page = await store.scroll(Scope(tenant_id=tenant), with_vectors=True)
+    assert page.dense is not None and page.dense[0] == pytest.approx([0.6, 0.8, 0, 0], abs=1e-6)
+    assert (await store.scroll(Scope(tenant_id=tenant))).dense is None
+
+
+async def test_tenants_lists_every_tenant_with_entries_and_nothing_else(store: Store) -> None:
+    first, second = unique("t"), unique("t")
+    await store.upsert([item(first, ["a"], dense=[1, 0, 0, 0], terms=[1]),
+                        item(first, ["b"], dense=[1, 0, 0, 0], terms=[1]),
+                        item(second, ["a"], dense=[1, 0, 0, 0], terms=[1])])
+    listed = await store.tenants()
+    assert {first, second} <= set(listed)
+    assert len(listed) == len(set(listed))

@@ -1,0 +1,91 @@
+"""How much an entry matters, from signals a person would recognise; a pure function of the entry's content.
+
+Personal facts, preferences, plans and commitments, named people and places and dates raise an episode's score;
+small talk ("haha ok, thanks!") keeps it low. Facts and profiles keep the score their extraction gave them.
+An entry that states a preference, a plan or a commitment is *durable*: its retention does not decay with age.
+"""
+import re
+from dataclasses import dataclass
+
+from shared.store import MemoryEntry
+from shared.text import scripts
+
+_SPEAKER = re.compile(r"^[^:\n]{1,64}:\s*", re.MULTILINE)
+_HEADER = re.compile(r"^\[[^\]\n]*\]$|^\(before: [^\n]*\)$", re.MULTILINE)
+_PREFERENCE = re.compile(
+    r"\b(?:i|we)\s+(?:really\s+|absolutely\s+|just\s+)?(?:love|like|enjoy|adore|hate|prefer|dislike|can't stand)\b|"
+    r"\bfavou?rite\b|\ballergic\b|\bvegetarian\b|\bvegan\b|"
+    r"我(?:很|最|非常|特别)?(?:喜欢|爱|讨厌|不喜欢)|过敏|吃素|最爱", re.IGNORECASE)
+_COMMITMENT = re.compile(
+    r"\b(?:i|we)(?:'ll|\s+will|\s+am going to|'m going to|'m gonna|\s+plan to|'m planning to|\s+promise)\b|"
+    r"\b(?:remind me|don't forget|deadline|appointment|next (?:week|month|year)|tomorrow)\b|"
+    r"我(?:会|要|打算|计划|准备|答应)|明天|下周|下个月|明年|记得", re.IGNORECASE)
+_PERSONAL = re.compile(
+    r"\b(?:my (?:wife|husband|partner|girlfriend|boyfriend|mom|mum|dad|mother|father|sister|brother|son|daughter|"
+    r"kids?|family|job|boss|birthday|dog|cat)|i (?:live|moved|work|study|was born|grew up))\b|"
+    r"我(?:的)?(?:老婆|老公|妻子|丈夫|妈妈|爸爸|儿子|女儿|家人|工作|生日)|我住在|我搬到|我在.{1,12}工作",
+    re.IGNORECASE)
+_DATE = re.compile(r"\(\d{1,2} [A-Z][a-z]+ \d{4}\)|\b(?:19|20)\d{2}\b|\d{4}年|\d{1,2}月\d{1,2}日")
+_SMALL_TALK = re.compile(
+    r"^(?:hi|hey|hello|yo|thanks|thank you|lol|haha+|ha|ok|okay|cool|nice|great|awesome|wow|bye|see you|"
+    r"good (?:night|morning)|how are you|same|yeah|yes|no|sure|omg|you too|me too|take care|sounds good|"
+    r"你好|谢谢|哈哈+|好的|嗯|再见|晚安|早安|是的|对)[\s!.,?~。！，？]*$", re.IGNORECASE)
+SUBSTANTIAL_WORDS = 12
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What an entry's text shows."""
+
+    preference: bool
+    commitment: bool
+    personal: bool
+    named: bool
+    dated: bool
+    small_talk: bool
+
+    @property
+    def durable(self) -> bool:
+        """Preferences and commitments (and personal facts) do not fade with age alone."""
+        return self.preference or self.commitment or self.personal
+
+
+def _utterances(text: str) -> list[str]:
+    body = _HEADER.sub("", text)
+    return [line.strip() for line in _SPEAKER.sub("", body).splitlines() if line.strip()]
+
+
+def signals(entry: MemoryEntry) -> Signals:
+    """The signals in an entry's text and fields."""
+    lines = _utterances(entry.text)
+    text = "\n".join(lines)
+    words = sum(scripts.approximate_words(line) for line in lines)
+    chatter = sum(1 for line in lines if _SMALL_TALK.match(line))
+    small_talk = words < SUBSTANTIAL_WORDS or (bool(lines) and chatter * 2 >= len(lines))
+    speakers = {p for p in entry.persons[:2]}
+    return Signals(
+        preference=bool(_PREFERENCE.search(text)), commitment=bool(_COMMITMENT.search(text)),
+        personal=bool(_PERSONAL.search(text)),
+        named=bool(entry.entities) or any(p not in speakers for p in entry.persons[2:]),
+        dated=bool(_DATE.search(entry.text)), small_talk=small_talk)
+
+
+def importance(entry: MemoryEntry) -> float:
+    """A score in [0, 1]: facts and profiles keep theirs; an episode's comes from its signals."""
+    if entry.kind != "episodic":
+        return entry.importance
+    found = signals(entry)
+    score = 0.3
+    score += 0.2 if found.personal else 0.0
+    score += 0.15 if found.preference else 0.0
+    score += 0.15 if found.commitment else 0.0
+    score += 0.1 if found.named else 0.0
+    score += 0.1 if found.dated else 0.0
+    if found.small_talk and not found.durable:
+        score = min(score, 0.1)
+    return round(min(score, 1.0), 3)
+
+
+def durable(entry: MemoryEntry) -> bool:
+    """Whether age alone may make the entry fade (facts and profiles never; episodes by their signals)."""
+    return entry.kind != "episodic" or signals(entry).durable

@@ -1,0 +1,124 @@
+"""One lease per tenant, so that two consolidator replicas never run the same tenant's jobs at once.
+
+A lease is a key in a JetStream key-value bucket whose entries expire after `ttl_s`: taking it is a create (which
+fails while another replica holds it), keeping it is an update against the revision this replica wrote (every
+third of the TTL), giving it back is a delete against that revision. A holder that crashes stops renewing and
+its lease expires; a holder that cannot renew in time learns it has lost the lease and stops its run.
+"""
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from shared.errors import Unavailable
+from shared.messaging import streams
+from shared.runtime import metrics
+
+log = logging.getLogger("engram.lease")
+R = TypeVar("R")
+
+
+async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str) -> KeyValue:
+    try:
+        return await js.key_value(name)
+    except BucketNotFoundError:
+        return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description))
+
+
+class LeaseLost(Unavailable):
+    """Another replica may hold this tenant now: the run stops where it is (the next run finishes it)."""
+
+
+class Leases:
+    """Tenant leases and the record of each tenant's last finished scheduled run."""
+
+    def __init__(self, leases: KeyValue, runs: KeyValue, holder: str, ttl_s: float) -> None:
+        self._leases, self._runs, self.holder, self.ttl_s = leases, runs, holder, ttl_s
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, prefix: str, holder: str, ttl_s: float) -> "Leases":
+        """Open (creating on first use) the buckets; `holder` names this replica in the leases it takes."""
+        leases_name, runs_name = streams.consolidation_buckets(prefix)
+        leases = await _bucket(js, leases_name, ttl_s, "engram: consolidation lease per tenant (expiring)")
+        runs = await _bucket(js, runs_name, None, "engram: last scheduled consolidation per tenant")
+        return cls(leases, runs, holder, ttl_s)
+
+    def _value(self) -> bytes:
+        return json.dumps({"holder": self.holder, "at": datetime.now(UTC).isoformat()}).encode()
+
+    async def acquire(self, tenant: str) -> int | None:
+        """Take the tenant's lease; its revision, or None if another replica holds it."""
+        try:
+            revision = await self._leases.create(tenant, self._value())
+        except KeyWrongLastSequenceError:
+            return None
+        metrics.lease_changes_total.labels("acquired").inc()
+        return revision
+
+    async def renew(self, tenant: str, revision: int) -> int:
+        """Keep the lease; the new revision. Raises LeaseLost when it is no longer this replica's."""
+        try:
+            return await self._leases.update(tenant, self._value(), last=revision)
+        except (KeyWrongLastSequenceError, KeyNotFoundError) as exc:
+            metrics.lease_changes_total.labels("lost").inc()
+            raise LeaseLost(f"the consolidation lease of tenant {tenant!r} expired or was taken over") from exc
+
+    async def release(self, tenant: str, revision: int) -> None:
+        """Give the lease back (if it is still this replica's)."""
+        with contextlib.suppress(KeyWrongLastSequenceError, KeyNotFoundError):
+            await self._leases.delete(tenant, last=revision)
+            metrics.lease_changes_total.labels("released").inc()
+
+    async def run(self, tenant: str, job: Callable[[], Coroutine[Any, Any, R]], wait_s: float = 0.0) -> R | None:
+        """Run `job` holding the tenant's lease (renewed meanwhile); None if the lease could not be taken.
+
+        Raises LeaseLost (after cancelling the job) when the lease cannot be renewed in time.
+
+        Args:
+            wait_s: how long to keep trying while another replica holds the lease.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        revision = await self.acquire(tenant)
+        while revision is None and loop.time() < deadline:
+            await asyncio.sleep(min(0.2, self.ttl_s / 4))
+            revision = await self.acquire(tenant)
+        if revision is None:
+            return None
+        task: asyncio.Task[R] = asyncio.create_task(job(), name=f"consolidate-{tenant}")
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.ttl_s / 3)
+                if done:
+                    return task.result()
+                try:
+                    revision = await self.renew(tenant, revision)
+                except LeaseLost:
+                    log.warning("lost the consolidation lease of tenant %r; stopping its run", tenant)
+                    raise
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            await self.release(tenant, revision)
+
+    async def last_slot(self, tenant: str) -> int:
+        """The schedule slot of the tenant's last finished scheduled run (-1 if none)."""
+        try:
+            entry = await self._runs.get(tenant)
+        except KeyNotFoundError:
+            return -1
+        return int(json.loads(entry.value or b"{}").get("slot", -1))
+
+    async def finished(self, tenant: str, slot: int) -> None:
+        """Record that the tenant's run of this slot finished."""
+        await self._runs.put(tenant, json.dumps({"slot": slot, "by": self.holder,
+                                                  "at": datetime.now(UTC).isoformat()}).encode())

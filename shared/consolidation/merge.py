@@ -1,0 +1,112 @@
+"""Merge: near-duplicate episodes of one owner become one entry that keeps every source.
+
+Two episodes are near-duplicates when their dense vectors are close (cosine at least `threshold`) and they
+share content: most of their content words (at least `min_overlap`, Jaccard) or a source turn. Episodes are
+taken oldest first (by `occurred_at`, then conversation and turns); each joins the first earlier *kept* episode
+it duplicates, or is kept itself. The kept entry gets the union of its group's source turn ids, persons,
+entities and keywords and lists the others in `merged_from`; the others get `merged_into` and are hidden from
+recall, not deleted. So no source turn becomes unreachable from the active entries.
+
+The groups are a pure function of the episodes' texts and vectors (merging never changes either), so running
+the job again changes nothing; an entry whose group changed (its keeper was forgotten) is put right.
+"""
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.consolidation.changes import Change
+from shared.store import MemoryEntry
+from shared.text import scripts
+
+_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+BLOCK = 512  # rows of the similarity matrix computed at once
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An episode and its dense vector."""
+
+    entry: MemoryEntry
+    dense: list[float]
+
+
+def _order(entry: MemoryEntry) -> tuple[object, ...]:
+    # Oldest first; ties broken by what the entry is (conversation, turns), then by id.
+    return entry.occurred_at, entry.conversation_id, sorted(entry.source_turn_ids), entry.id
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased words of three letters or more, and two-character pieces of Han runs."""
+    words = {w.casefold() for w in _WORD.findall(text) if not scripts.is_han(w[0])}
+    for run in scripts.han_runs(text):
+        words.update(run[i:i + 2] for i in range(len(run) - 1))
+    return frozenset(words)
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def groups(candidates: list[Candidate], threshold: float, min_overlap: float) -> dict[str, str]:
+    """For every episode, the id of the episode it is merged into (itself when kept)."""
+    ordered = sorted(candidates, key=lambda c: _order(c.entry))
+    if not ordered:
+        return {}
+    matrix = np.asarray([c.dense for c in ordered], dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+    words = [content_words(c.entry.text) for c in ordered]
+    sources = [set(c.entry.source_turn_ids) for c in ordered]
+    into: dict[str, str] = {}
+    kept: list[int] = []
+    for start in range(0, len(ordered), BLOCK):
+        sims = matrix[start:start + BLOCK] @ matrix.T
+        for row in range(sims.shape[0]):
+            i = start + row
+            target = None
+            for k in kept:  # earlier kept episodes, oldest first: the first duplicate wins
+                if sims[row, k] < threshold:
+                    continue
+                if _overlap(words[i], words[k]) >= min_overlap or sources[i] & sources[k]:
+                    target = k
+                    break
+            if target is None:
+                kept.append(i)
+                into[ordered[i].entry.id] = ordered[i].entry.id
+            else:
+                into[ordered[i].entry.id] = ordered[target].entry.id
+    return into
+
+
+def _union(*lists: list[str]) -> list[str]:
+    return list(dict.fromkeys(item for items in lists for item in items))
+
+
+def changes(candidates: list[Candidate], threshold: float, min_overlap: float) -> list[Change]:
+    """The payload updates that bring these episodes to their merged state (none when they already are)."""
+    into = groups(candidates, threshold, min_overlap)
+    by_id = {c.entry.id: c.entry for c in candidates}
+    members: dict[str, list[MemoryEntry]] = {}
+    for entry_id, keeper in into.items():
+        if entry_id != keeper:
+            members.setdefault(keeper, []).append(by_id[entry_id])
+    out = []
+    for entry_id, keeper in sorted(into.items()):
+        entry = by_id[entry_id]
+        if entry_id != keeper:
+            if entry.merged_into != keeper or entry.merged_from:
+                out.append(Change(entry=entry, payload={"merged_into": keeper, "merged_from": []}))
+            continue
+        group = sorted(members.get(entry_id, []), key=_order)
+        wanted = {
+            "merged_into": None,
+            "merged_from": [e.id for e in group],
+            "source_turn_ids": _union(entry.source_turn_ids, *(e.source_turn_ids for e in group)),
+            "persons": _union(entry.persons, *(e.persons for e in group)),
+            "entities": _union(entry.entities, *(e.entities for e in group)),
+            "keywords": _union(entry.keywords, *(e.keywords for e in group)),
+        }
+        if any(getattr(entry, name) != value for name, value in wanted.items()):
+            out.append(Change(entry=entry, payload=wanted))
+    return out

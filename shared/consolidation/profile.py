@@ -1,0 +1,73 @@
+"""Profile: one `kind=profile` entry per user gathering the user's current facts and preferences.
+
+Built from the active facts alone (superseded ones are history), so it is rewritten exactly when they change.
+Its dense vector is the normalised mean of those facts' vectors (no model needed) and its text carries the date
+of the newest fact, not the time of the run: the profile is a pure function of the facts.
+"""
+import re
+from datetime import datetime
+
+import numpy as np
+
+from shared.embedding import Bm25Encoder
+from shared.store import MemoryEntry, StoredEntry, Vectors, entry_id
+from shared.text import scripts
+
+_STATED = re.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
+# Where a kind of fact sits in a profile: who the person is first, then people, then habits and plans.
+_ORDER = ("lives_in", "from", "works_at", "occupation", "studies", "partner", "family", "pet", "diet", "allergy",
+          "birthday", "preference", "plan")
+MAX_KEYWORDS = 24
+
+
+def profile_id(tenant: str, user_id: str) -> str:
+    """The deterministic id of a user's profile."""
+    return entry_id(tenant, "", [user_id], f"profile\x1f{user_id}")
+
+
+def _rank(fact: MemoryEntry) -> tuple[int, str]:
+    family = (fact.attribute or "").split(":", 1)[0]
+    return (_ORDER.index(family) if family in _ORDER else len(_ORDER)), fact.attribute or ""
+
+
+def render(user_id: str, facts: list[MemoryEntry]) -> str:
+    """The profile's text: per person (most facts first), one current statement per line, dated as a whole."""
+    by_subject: dict[str, list[MemoryEntry]] = {}
+    for fact in facts:
+        by_subject.setdefault(fact.subject or user_id, []).append(fact)
+    newest = max(f.occurred_at for f in facts)
+    chinese = sum(1 for f in facts if any(scripts.is_han(c) for c in f.text)) * 2 > len(facts)
+    lines = []
+    for subject, items in sorted(by_subject.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if chinese:
+            lines.append(f"{subject}的档案（截至{newest.year}年{newest.month}月{newest.day}日）：")
+        else:
+            lines.append(f"Profile of {subject} (as of {newest.day} {newest.strftime('%B %Y')}):")
+        lines += [f"- {_STATED.sub('', f.text)}" for f in sorted(items, key=_rank)]
+    return "\n".join(lines)
+
+
+def _union(lists: list[list[str]], limit: int | None = None) -> list[str]:
+    out = list(dict.fromkeys(item for items in lists for item in items))
+    return out[:limit] if limit else out
+
+
+def build(tenant: str, user_id: str, facts: list[tuple[MemoryEntry, list[float]]], sparse: Bm25Encoder,
+          existing: MemoryEntry | None, now: datetime) -> StoredEntry | None:
+    """The user's profile from their active facts (with dense vectors); None when it would not change."""
+    entries = sorted((f for f, _ in facts), key=lambda f: (f.occurred_at, f.id))
+    text = render(user_id, entries)
+    sources = _union([f.source_turn_ids for f in entries])
+    if existing is not None and existing.text == text and existing.source_turn_ids == sources:
+        return None
+    mean = np.mean(np.asarray([d for _, d in facts if d], dtype=np.float32), axis=0)
+    norm = float(np.linalg.norm(mean)) or 1.0
+    newest = entries[-1]
+    entry = MemoryEntry(
+        id=profile_id(tenant, user_id), tenant_id=tenant, user_id=user_id, conversation_id=newest.conversation_id,
+        kind="profile", text=text, keywords=_union([f.keywords for f in entries], MAX_KEYWORDS),
+        persons=_union([f.persons for f in entries]), entities=_union([f.entities for f in entries]),
+        occurred_at=newest.occurred_at, created_at=existing.created_at if existing else now, updated_at=now,
+        source_turn_ids=sources, importance=1.0)
+    return StoredEntry(entry=entry, vectors=Vectors(dense=[float(x) / norm for x in mean],
+                                                    sparse=sparse.document(text)))

@@ -1,0 +1,169 @@
+"""One consolidation run for a tenant: score, supersede, merge, forget by retention, profile, owner by owner.
+
+An owner is a user (their entries from every conversation), or a conversation for entries that name no user.
+Every job reads what it needs just before it writes, writes only what differs, and decides from the stored data
+and `now` alone, so a run is idempotent and may be interrupted anywhere: the next run finishes the work.
+"""
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from shared.consolidation import importance, merge, profile, retention
+from shared.consolidation.changes import Change, Changes, applier
+from shared.consolidation.forget import erase
+from shared.consolidation.supersede import supersede_slots
+from shared.contract import ConsolidateRequest, ConsolidationJob, ConsolidationSummary, check_tenant
+from shared.embedding import Bm25Encoder
+from shared.messaging.events import Publish
+from shared.runtime import metrics
+from shared.settings import Settings
+from shared.store import EntryFilter, MemoryEntry, Scope, Store
+
+ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget", "profile")
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """What the jobs need: the store, where to announce changes, BM25 for profiles, and the settings."""
+
+    store: Store
+    publish: Publish
+    sparse: Bm25Encoder
+    settings: Settings
+
+    def policy(self, tenant: str) -> retention.Policy:
+        """The retention policy of one tenant."""
+        s = self.settings
+        return retention.Policy(half_life_days=s.half_life_days, min_score=s.retention_min_score,
+                                ttl_days=s.retention_ttl_days_by_tenant.get(tenant, s.retention_ttl_days),
+                                max_entries=s.max_entries_per_user)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose memory a job works on: a user, or the entries of a conversation that name no user."""
+
+    tenant: str
+    user_id: str | None
+    conversation_id: str | None
+
+    @property
+    def scope(self) -> Scope:
+        """The store scope holding the owner's entries (and, for a conversation, maybe others': see `owns`)."""
+        if self.user_id is not None:
+            return Scope(tenant_id=self.tenant, user_id=self.user_id)
+        return Scope(tenant_id=self.tenant, conversation_id=self.conversation_id)
+
+    def owns(self, entry: MemoryEntry) -> bool:
+        """Whether the entry is this owner's."""
+        return self.user_id is not None or entry.user_id is None
+
+
+async def read_all(store: Store, owner: Owner, entry_filter: EntryFilter | None = None,
+                   with_vectors: bool = False) -> list[tuple[MemoryEntry, list[float]]]:
+    """Every entry of the owner matching the filter, with its dense vector when asked."""
+    out: list[tuple[MemoryEntry, list[float]]] = []
+    offset = None
+    while True:
+        page = await store.scroll(owner.scope, entry_filter=entry_filter, limit=PAGE, offset=offset,
+                                  with_vectors=with_vectors)
+        dense = page.dense or [[] for _ in page.entries]
+        out += [(e, d) for e, d in zip(page.entries, dense, strict=True) if owner.owns(e)]
+        offset = page.next_offset
+        if offset is None:
+            return out
+
+
+async def _listing(store: Store, scope: Scope) -> list[MemoryEntry]:
+    """Every entry in the scope, payload only (to find the owners)."""
+    out: list[MemoryEntry] = []
+    offset = None
+    while True:
+        page = await store.scroll(scope, limit=PAGE, offset=offset)
+        out += page.entries
+        offset = page.next_offset
+        if offset is None:
+            return out
+
+
+def owners(tenant: str, entries: Iterable[MemoryEntry]) -> list[Owner]:
+    """Every owner among these entries, users first, in a stable order."""
+    users = sorted({e.user_id for e in entries if e.user_id is not None})
+    conversations = sorted({e.conversation_id for e in entries if e.user_id is None})
+    return [Owner(tenant, u, None) for u in users] + [Owner(tenant, None, c) for c in conversations]
+
+
+async def _score(c: Consolidation, owner: Owner, apply: Changes) -> int:
+    todo = [Change(entry=e, payload={"importance": score}) for e, _ in await read_all(c.store, owner)
+            if (score := importance.importance(e)) != e.importance]
+    await apply(owner.tenant, todo)
+    return len(todo)
+
+
+async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
+    facts = await read_all(c.store, owner, EntryFilter(kinds=["fact"]))
+    return await supersede_slots(c.store, owner.scope, [f.slot_key for f, _ in facts if f.slot_key], apply)
+
+
+async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:
+    episodes = await read_all(c.store, owner, EntryFilter(kinds=["episodic"]), with_vectors=True)
+    candidates = [merge.Candidate(entry=e, dense=d) for e, d in episodes if e.superseded_by is None and d]
+    todo = merge.changes(candidates, c.settings.merge_threshold, c.settings.merge_min_overlap)
+    await apply(owner.tenant, todo)
+    return sum(1 for t in todo if t.payload.get("merged_into") and not t.entry.merged_into)
+
+
+async def _forget(c: Consolidation, owner: Owner, now: datetime) -> int:
+    entries = [e for e, _ in await read_all(c.store, owner)]
+    gone = retention.to_forget(entries, c.policy(owner.tenant), now)
+    for reason in sorted(set(gone.values())):
+        ids = sorted(i for i, r in gone.items() if r == reason)
+        await erase(c.store, c.publish, Scope(tenant_id=owner.tenant), ids, reason)
+        metrics.consolidation_forgotten_total.labels(reason).inc(len(ids))
+    return len(gone)
+
+
+async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
+    if owner.user_id is None:
+        return 0
+    facts = await read_all(c.store, owner, EntryFilter(kinds=["fact"], include_superseded=False), with_vectors=True)
+    pid = profile.profile_id(owner.tenant, owner.user_id)
+    existing = await c.store.get(owner.scope, [pid])
+    if not facts:
+        if existing:
+            await erase(c.store, c.publish, owner.scope, [pid], "profile_empty")
+        return 0
+    built = profile.build(owner.tenant, owner.user_id, facts, c.sparse, existing[0] if existing else None, now)
+    if built is None:
+        return 0
+    await c.store.upsert([built])
+    return 1
+
+
+async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest,
+                      now: datetime | None = None) -> ConsolidationSummary:
+    """Run the requested jobs (all by default) for the tenant, or only for `request.user_id`, and say what changed."""
+    check_tenant(request, tenant)
+    started, clock = now or datetime.now(UTC), time.perf_counter()
+    jobs = set(request.jobs or ALL_JOBS)
+    apply = applier(c.store, c.publish, started)
+    listed = await _listing(c.store, Scope(tenant_id=tenant, user_id=request.user_id))
+    found = owners(tenant, listed)
+    counts = dict.fromkeys(("scored", "superseded", "merged", "forgotten", "profiles_updated"), 0)
+    for owner in found:
+        if "score" in jobs:
+            counts["scored"] += await _score(c, owner, apply)
+        if "supersede" in jobs:
+            counts["superseded"] += await _supersede(c, owner, apply)
+        if "merge" in jobs:
+            counts["merged"] += await _merge(c, owner, apply)
+        if "forget" in jobs:
+            counts["forgotten"] += await _forget(c, owner, started)
+        if "profile" in jobs:
+            counts["profiles_updated"] += await _profile(c, owner, started)
+    metrics.consolidation_merged_total.inc(counts["merged"])
+    metrics.consolidation_superseded_total.inc(counts["superseded"])
+    return ConsolidationSummary(**counts, owners=len(found), started_at=started,
+                                duration_ms=(time.perf_counter() - clock) * 1e3)

@@ -1,0 +1,200 @@
+"""Consolidation through NATS with the real store: facts that stay current, duplicates merged, small talk fading,
+profiles, and runs that change nothing the second time."""
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from services.stack import Running
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import EntryView, Turn
+from shared.store import EntryFilter, Scope
+from tests.conftest import conversation, unique
+from tests.e2e.conftest import eventually
+
+MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
+SEPTEMBER = datetime(2024, 9, 2, 10, 0, tzinfo=UTC)
+BEFORE = [("Ana", "I live in Lisbon, close to the river."), ("Bo", "Lisbon is lovely."),
+          ("Ana", "I work at Google as a designer."), ("Bo", "Nice team."),
+          ("Ana", "I have a dog named Rex."), ("Bo", "Rex is a great name.")]
+AFTER = [("Ana", "Big news: I moved to Porto last month."), ("Bo", "Porto, wow!"),
+         ("Ana", "And I work at Spotify now, started in August."), ("Bo", "Congratulations!"),
+         ("Ana", "Sadly Rex died in June, and we adopted a dog named Luna."), ("Bo", "Luna sounds sweet.")]
+
+
+async def store_all(client: MemoryClient, turns: list[Turn]) -> None:
+    await client.publish_turns(turns)
+    for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
+        await client.flush(conversation_id)
+    await wait_until_stored(client, turns, timeout_s=60)
+
+
+async def facts(client: MemoryClient, user_id: str) -> list[EntryView]:
+    return (await client.entries(op="list", user_id=user_id, kind="fact", limit=500)).entries
+
+
+def current(views: list[EntryView]) -> dict[str, str]:
+    return {v.attribute or "": v.value or "" for v in views if v.superseded_by is None}
+
+
+def snapshot(views: list[EntryView]) -> list[dict[str, Any]]:
+    return sorted((v.model_dump(mode="json", exclude={"id"}) for v in views), key=json.dumps)
+
+
+async def everything(client: MemoryClient, user_id: str) -> list[EntryView]:
+    return (await client.entries(op="list", user_id=user_id, limit=500)).entries
+
+
+async def test_a_move_a_new_job_and_a_new_pet_leave_only_the_current_values(client: MemoryClient) -> None:
+    await store_all(client, conversation(BEFORE, "s1", MAY, user_id="ana") +
+                    conversation(AFTER, "s2", SEPTEMBER, user_id="ana"))
+    summary = await client.consolidate()
+    assert summary.owners == 1
+
+    views = await facts(client, "ana")
+    now = current(views)
+    assert now["lives_in"] == "Porto" and now["works_at"] == "Spotify" and now["pet:dog"] == "Luna", now
+    for question, stale, fresh in [("Where does Ana live?", "Lisbon", "Porto"),
+                                   ("Where does Ana work?", "Google", "Spotify"),
+                                   ("What is the name of Ana's dog?", "Rex", "Luna")]:
+        recalled = await client.recall(question, user_id="ana", k=10)
+        recalled_facts = [e.text for e in recalled.entries if e.kind == "fact"]
+        assert any(fresh in t for t in recalled_facts), (question, recalled_facts)
+        assert not any(stale in t for t in recalled_facts), (question, recalled_facts)
+        assert {e.kind for e in recalled.entries} >= {"fact", "episodic"}
+        with_history = await client.recall(question, user_id="ana", k=20, include_superseded=True)
+        assert any(stale in e.text for e in with_history.entries if e.kind == "fact")
+
+    old = next(v for v in views if v.attribute == "lives_in" and v.value == "Lisbon")
+    assert old.superseded_by and old.valid_to is not None and old.valid_to.date() == SEPTEMBER.date()
+    chain = (await client.entries(op="history", ids=[old.id])).entries
+    assert [v.value for v in chain] == ["Lisbon", "Porto"]
+
+
+async def test_statements_published_in_any_order_give_the_same_current_facts(stack: Running) -> None:
+    statements = [("Ana", "I live in Lisbon."), ("Ana", "I moved to Porto."), ("Ana", "I moved to Madrid."),
+                  ("Ana", "I work at Google."), ("Ana", "I work at Spotify now."), ("Ana", "I'm allergic to peanuts.")]
+    turns = [t for i, line in enumerate(statements)
+             for t in conversation([line], f"c{i}", MAY + timedelta(days=30 * i), user_id="ana")]
+    results = []
+    for seed in (1, 2, 3):
+        shuffled = random.Random(seed).sample(turns, len(turns))
+        async with await MemoryClient.connect(stack.nats_url, unique("t")) as client:
+            await store_all(client, shuffled)
+            await client.consolidate()
+            views = await facts(client, "ana")
+            results.append(({(v.attribute, v.value, v.superseded_by is None) for v in views}, current(views)))
+    assert results[0][1] == {"lives_in": "Madrid", "works_at": "Spotify", "allergy:peanut": "allergic"} \
+        or results[0][1]["lives_in"] == "Madrid", results[0]
+    assert results[0] == results[1] == results[2]
+
+
+async def test_duplicates_from_different_conversations_merge_keeping_every_source(client: MemoryClient,
+                                                                                  stack: Running) -> None:
+    lines = [("Ana", "We booked the cabin by Lake Bled for the first week of July."),
+             ("Bo", "The one with the wooden sauna and the rowing boat?"),
+             ("Ana", "Yes, and Mia is bringing her guitar for the evenings."),
+             ("Bo", "Perfect, I will bring the board games.")]
+    first = conversation(lines, "web-1", MAY, user_id="ana")
+    again = [t.model_copy(update={"conversation_id": "app-7", "turn_id": f"app-7-{i}"}) for i, t in enumerate(first)]
+    await store_all(client, first + again)
+    events = await client._nc.subscribe(f"mem.{client.tenant}.events.entries_merged")
+
+    summary = await client.consolidate()
+
+    assert summary.merged == 1, summary
+    episodes = (await client.entries(op="list", user_id="ana", kind="episodic")).entries
+    kept = [v for v in episodes if v.merged_into is None]
+    gone = [v for v in episodes if v.merged_into is not None]
+    assert len(kept) == 1 and len(gone) == 1 and gone[0].merged_into == kept[0].id
+    assert set(kept[0].source_turn_ids) == {t.turn_id for t in first + again}
+    assert kept[0].merged_from == [gone[0].id]
+    recalled = await client.recall("Who brings the guitar to Lake Bled?", user_id="ana")
+    assert [e.id for e in recalled.entries if e.kind == "episodic"] == [kept[0].id]
+    announced = json.loads((await events.next_msg(timeout=5)).data)
+    assert announced["kept_id"] == kept[0].id and announced["merged_ids"] == [gone[0].id]
+    history = (await client.entries(op="history", ids=[kept[0].id])).entries
+    assert {v.id for v in history} == {kept[0].id, gone[0].id}
+    # Nothing was deleted: the absorbed entry is still there, hidden.
+    assert await stack.store.count(Scope(tenant_id=client.tenant, user_id="ana"),
+                                   EntryFilter(kinds=["episodic"])) == 2
+
+
+async def test_old_small_talk_fades_while_an_old_allergy_stays(client: MemoryClient) -> None:
+    long_ago = SEPTEMBER - timedelta(days=400)
+    chatter = conversation([("Ana", "hey"), ("Bo", "hi!"), ("Ana", "lol ok"), ("Bo", "haha same")],
+                           "old-chat", long_ago, user_id="ana")
+    allergy = conversation([("Ana", "I'm allergic to peanuts, badly."), ("Bo", "Good to know."),
+                            ("Ana", "Even a trace sends me to hospital."), ("Bo", "I'll check every label.")],
+                           "old-allergy", long_ago + timedelta(hours=1), user_id="ana")
+    recent = conversation([("Ana", "We are planning the wedding menu for October with the caterer Marta."),
+                           ("Bo", "Marta suggested the seafood risotto and a lemon tart."),
+                           ("Ana", "Then we send the guest list to Marta by Friday."),
+                           ("Bo", "I will write the list tonight.")], "recent", SEPTEMBER, user_id="ana")
+    await store_all(client, chatter + allergy + recent)
+    chatter_ids = {t.turn_id for t in chatter}
+    events = await client._nc.subscribe(f"mem.{client.tenant}.events.entries_forgotten")
+
+    summary = await client.consolidate()
+
+    assert summary.forgotten == 1, summary
+    left = await everything(client, "ana")
+    assert not [v for v in left if set(v.source_turn_ids) & chatter_ids]
+    assert any(v.kind == "fact" and v.attribute == "allergy:peanut" for v in left), [v.text for v in left]
+    assert any(v.kind == "episodic" and "peanuts" in v.text for v in left)
+    announced = json.loads((await events.next_msg(timeout=5)).data)
+    assert announced["reason"] == "low_retention" and announced["count"] == 1
+
+
+async def test_the_profile_gathers_stated_preferences_in_english_and_chinese(client: MemoryClient) -> None:
+    english = conversation([("Ana", "I love hiking in the mountains."), ("Bo", "Me too."),
+                            ("Ana", "I don't like sushi at all."), ("Bo", "More for me."),
+                            ("Ana", "I'm allergic to peanuts."), ("Bo", "Noted.")], "en", MAY, user_id="ana")
+    chinese = conversation([("小王", "我喜欢爬山。"), ("小李", "我也是。"), ("小王", "我不喜欢吃香菜。"),
+                            ("小李", "好的。"), ("小王", "我对花生过敏。"), ("小李", "记住了。")],
+                           "zh", MAY, user_id="wang")
+    await store_all(client, english + chinese)
+
+    summary = await client.consolidate()
+
+    assert summary.profiles_updated == 2, summary
+    for user, query, expected in [("ana", "What do I like and what should I avoid?", ["hiking", "sushi", "peanut"]),
+                                  ("wang", "我喜欢什么？", ["爬山", "香菜", "花生"])]:
+        recalled = await client.recall(query, user_id=user)
+        top = recalled.entries[0]
+        assert top.kind == "profile", [(e.kind, e.text) for e in recalled.entries]
+        assert all(word in top.text for word in expected), top.text
+        assert top.text.split("\n")[0] in recalled.context
+    # Not about the user: no profile.
+    unrelated = await client.recall("weather in the mountains", user_id="zz-nobody")
+    assert all(e.kind != "profile" for e in unrelated.entries)
+
+
+async def test_one_run_and_ten_runs_give_the_same_memory(client: MemoryClient) -> None:
+    lines = [("Ana", "hey"), ("Bo", "hi"), ("Ana", "lol"), ("Bo", "ok")]
+    turns = (conversation(BEFORE, "s1", MAY, user_id="ana") + conversation(AFTER, "s2", SEPTEMBER, user_id="ana")
+             + conversation(lines, "s0", MAY - timedelta(days=500), user_id="ana")
+             + [t.model_copy(update={"conversation_id": "dup", "turn_id": f"dup-{i}"})
+                for i, t in enumerate(conversation(AFTER, "s2", SEPTEMBER, user_id="ana"))])
+    await store_all(client, turns)
+    first = await client.consolidate()
+    once = snapshot(await everything(client, "ana"))
+    assert first.merged and first.forgotten and first.profiles_updated, first
+    assert any(v["superseded_by"] for v in once)  # (superseded as the facts were written)
+    for _ in range(9):
+        again = await client.consolidate()
+        assert (again.superseded, again.merged, again.forgotten, again.profiles_updated, again.scored) == \
+            (0, 0, 0, 0, 0), again
+    assert snapshot(await everything(client, "ana")) == once
+
+
+async def test_a_recalled_entry_records_its_use(client: MemoryClient, stack: Running) -> None:
+    await store_all(client, conversation(BEFORE, "s1", MAY, user_id="ana"))
+    recalled = await client.recall("Where does Ana live?", user_id="ana", k=1)
+    [hit] = recalled.entries
+    usage = stack.retriever_deps[0].retrieval.usage
+    assert usage is not None
+    await usage.flush()
+    [view] = (await client.entries(op="get", ids=[hit.id])).entries
+    assert view.access_count == 1 and view.last_accessed_at is not None
+    await eventually(lambda: client.entries(op="get", ids=[hit.id]), lambda r: r.entries[0].access_count >= 1)

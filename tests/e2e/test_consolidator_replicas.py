@@ -1,0 +1,124 @@
+"""Two consolidators against one NATS: each tenant runs once per interval, and a lease holder killed mid-run is
+replaced by the other replica, with the same result as a clean run."""
+import asyncio
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.stack import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.consolidation import run as runs
+from shared.consolidation import schedule
+from shared.contract import ConsolidateRequest, ConsolidationSummary
+from shared.messaging import streams
+from shared.settings import Settings
+from tests.conftest import conversation, unique
+from tests.e2e.conftest import eventually, fast_settings
+
+MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
+LINES = [("Ana", "I live in Lisbon."), ("Bo", "Nice."), ("Ana", "I work at Google."), ("Bo", "Cool."),
+         ("Ana", "I moved to Porto."), ("Bo", "Wow."), ("Ana", "I love hiking."), ("Bo", "Same.")]
+
+
+def replicated(folder: Path, **overrides: Any) -> Settings:
+    return fast_settings(folder).model_copy(update=overrides)
+
+
+async def publish(nats_url: str, tenant: str, duplicate: bool = True) -> None:
+    turns = [t for i, line in enumerate(LINES)
+             for t in conversation([line], f"c{i}", MAY + timedelta(days=20 * i), user_id="ana")]
+    if duplicate:
+        turns += [t.model_copy(update={"conversation_id": "again", "turn_id": f"again-{i}"})
+                  for i, t in enumerate(conversation(LINES, "x", MAY, user_id="ana"))]
+        turns += [t.model_copy(update={"conversation_id": "twice", "turn_id": f"twice-{i}"})
+                  for i, t in enumerate(conversation(LINES, "x", MAY + timedelta(hours=2), user_id="ana"))]
+    async with await MemoryClient.connect(nats_url, tenant) as client:
+        await client.publish_turns(turns)
+        for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
+            await client.flush(conversation_id)
+        await wait_until_stored(client, turns, timeout_s=60)
+
+
+async def memory(nats_url: str, tenant: str) -> list[tuple[Any, ...]]:
+    """The tenant's memory without its ids (which embed the tenant), for comparing two tenants."""
+    async with await MemoryClient.connect(nats_url, tenant) as client:
+        views = (await client.entries(op="list", limit=500)).entries
+    by_id = {v.id: v for v in views}
+
+    def text_of(entry_id: str | None) -> str | None:
+        return by_id[entry_id].text if entry_id in by_id else entry_id
+
+    return sorted((v.kind, v.text, tuple(v.source_turn_ids), text_of(v.superseded_by), text_of(v.merged_into),
+                   v.importance) for v in views)
+
+
+async def test_each_tenant_runs_once_per_interval_across_two_replicas(tmp_path: Path, nats_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    runs_of: Counter[tuple[str, int]] = Counter()
+    interval_s = 1.5
+    real = schedule.consolidate
+
+    async def counted(c: runs.Consolidation, tenant: str, request: ConsolidateRequest,
+                      now: datetime | None = None) -> ConsolidationSummary:
+        runs_of[(tenant, int(datetime.now(UTC).timestamp() // interval_s))] += 1
+        return await real(c, tenant, request, now)
+
+    monkeypatch.setattr(schedule, "consolidate", counted)
+    settings = replicated(tmp_path, consolidate_interval_s=interval_s, lease_ttl_s=3.0)
+    tenants = [unique("t"), unique("t"), unique("t")]
+    async with running(settings, nats_url=nats_url, consolidators=2):
+        for tenant in tenants:
+            await publish(nats_url, tenant, duplicate=False)
+        await eventually(lambda: asyncio.sleep(0.2, runs_of),
+                         lambda r: all(sum(n for (t, _), n in r.items() if t == tenant) >= 3 for tenant in tenants),
+                         timeout_s=30)
+    assert max(runs_of.values()) == 1, runs_of  # never twice in one interval
+    for tenant in tenants:
+        slots = sorted(s for t, s in runs_of if t == tenant)
+        assert len(slots) == len(set(slots)) >= 3
+
+
+async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tmp_path: Path, nats_url: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    crashed, clean = unique("t"), unique("t")
+    paused, release = asyncio.Event(), asyncio.Event()
+    real_merge = runs._merge
+
+    async def merge_then_hang(c: runs.Consolidation, owner: runs.Owner, apply: Any) -> int:
+        merged = await real_merge(c, owner, apply)  # half the jobs written: scores, supersede, merge
+        if owner.tenant == crashed and not paused.is_set():
+            paused.set()
+            await release.wait()  # the holder hangs here until it is killed
+        return merged
+
+    monkeypatch.setattr(runs, "_merge", merge_then_hang)
+    settings = replicated(tmp_path, consolidate_interval_s=1.0, lease_ttl_s=2.0)
+    async with running(settings, nats_url=nats_url, consolidators=2) as state:
+        await publish(nats_url, crashed)
+        await publish(nats_url, clean)
+        await asyncio.wait_for(paused.wait(), 30)
+        leases_bucket, runs_bucket = streams.consolidation_buckets("mem")
+        holder_kv = await state.consolidator_deps[0].broker.connection.jetstream().key_value(leases_bucket)
+        holder = json.loads((await holder_kv.get(crashed)).value or b"{}")["holder"]
+        index = next(i for i, d in enumerate(state.consolidator_deps) if d.leases.holder == holder)
+        victim, other = state.consolidator_deps[index], state.consolidator_deps[1 - index]
+        runs_kv = await other.broker.connection.jetstream().key_value(runs_bucket)
+        before = (await runs_kv.get(crashed)).revision or 0
+        # Kill it: its connection drops (the lease is neither renewed nor given back) and its run stops.
+        await victim.broker.connection.close()
+        await state.consolidators[index].stop()
+
+        async def finished() -> tuple[int, str]:
+            entry = await runs_kv.get(crashed)
+            return entry.revision or 0, str(json.loads(entry.value or b"{}").get("by"))
+
+        # The other replica takes over once the lease expires, and finishes the tenant.
+        await eventually(finished, lambda f: f[0] > before and f[1] == other.leases.holder, timeout_s=30)
+        release.set()
+        async with await MemoryClient.connect(nats_url, clean) as client:
+            await client.consolidate()
+        assert await memory(nats_url, crashed) == await memory(nats_url, clean)

@@ -1,0 +1,23 @@
+"""Consolidation must not cost recall: evidence recall@10 on the LoCoMo dev conversations before and after one
+run of every job, on the same store (episodes and facts as the ingestor writes them)."""
+from shared.consolidation.run import Consolidation
+from shared.evaluation.consolidation import evaluate_consolidation, quiet
+from tests.conftest import LocomoMemory
+
+MAX_DROP = 0.01
+
+
+async def test_consolidating_locomo_keeps_evidence_recall_at_10(locomo_memory: LocomoMemory) -> None:
+    retrieval = locomo_memory.retrieval
+    consolidation = Consolidation(store=retrieval.store, publish=quiet, sparse=retrieval.sparse,
+                                  settings=retrieval.settings)
+    drops = []
+    for sample_id, conversation in locomo_memory.conversations.items():
+        result = await evaluate_consolidation(retrieval, consolidation, sample_id, conversation,
+                                              before=locomo_memory.scores[sample_id])
+        print(f"{sample_id}: all@10 {result.before.overall.all_at_k:.3f} -> {result.after.overall.all_at_k:.3f}; "
+              f"active {result.active_before} -> {result.active_after}; {result.summary.model_dump_json()}; "
+              f"facts {result.facts_by_attribute}")
+        drops.append(result.before.overall.all_at_k - result.after.overall.all_at_k)
+        assert sum(result.facts_by_attribute.values()) > 0
+    assert sum(drops) / len(drops) <= MAX_DROP, drops
