@@ -20,4 +20,4 @@ async def test_consolidating_locomo_keeps_evidence_recall_at_10(locomo_memory: L
               f"facts {result.facts_by_attribute}")
         drops.append(result.before.overall.all_at_k - result.after.overall.all_at_k)
         assert sum(result.facts_by_attribute.values()) > 0
-    assert sum(drops) / len(drops) <= MAX_DROP, drops
+    assert max(drops) <= MAX_DROP, drops  # on each conversation
