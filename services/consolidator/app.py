@@ -44,7 +44,15 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
     @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE)
     async def on_forget(msg: NatsMessage) -> bytes:
         request = Forget.model_validate_json(msg.body)  # so bad JSON is reported as such
-        result = await forget(deps.places, replies.tenant_of(msg), request)
+        tenant = replies.tenant_of(msg)
+        check_tenant(request, tenant)
+        # Under the tenant's lease: a consolidation running meanwhile could write back a profile built from
+        # facts this request deletes.
+        result = await deps.leases.run(tenant, lambda: forget(deps.places, tenant, request),
+                                       wait_s=settings.lease_ttl_s)
+        if result is None:
+            raise Unavailable(f"a consolidation of tenant {tenant!r} has held its lease for over "
+                              f"{settings.lease_ttl_s:g} s; ask again later")
         for place, count in result.deleted.model_dump().items():
             metrics.forgotten_total.labels(place).inc(count)
         return replies.encode(result)

@@ -6,7 +6,6 @@ third of the TTL), giving it back is a delete against that revision. A holder th
 its lease expires; a holder that cannot renew in time learns it has lost the lease and stops its run.
 """
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable, Coroutine
@@ -15,7 +14,7 @@ from typing import Any, TypeVar
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from shared.errors import Unavailable
@@ -24,6 +23,8 @@ from shared.runtime import metrics
 
 log = logging.getLogger("engram.lease")
 R = TypeVar("R")
+# JetStream's codes for a write against a revision that is no longer the key's last (a delete publishes directly).
+WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT = 10071, 10164
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str) -> KeyValue:
@@ -72,10 +73,16 @@ class Leases:
             raise LeaseLost(f"the consolidation lease of tenant {tenant!r} expired or was taken over") from exc
 
     async def release(self, tenant: str, revision: int) -> None:
-        """Give the lease back (if it is still this replica's)."""
-        with contextlib.suppress(KeyWrongLastSequenceError, KeyNotFoundError):
+        """Give the lease back (if it is still this replica's: a delete against another revision is refused)."""
+        try:
             await self._leases.delete(tenant, last=revision)
-            metrics.lease_changes_total.labels("released").inc()
+        except (KeyWrongLastSequenceError, KeyNotFoundError):
+            return
+        except APIError as exc:
+            if exc.err_code in (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT):
+                return  # expired and maybe taken by another replica: theirs now
+            raise
+        metrics.lease_changes_total.labels("released").inc()
 
     async def run(self, tenant: str, job: Callable[[], Coroutine[Any, Any, R]], wait_s: float = 0.0) -> R | None:
         """Run `job` holding the tenant's lease (renewed meanwhile); None if the lease could not be taken.

@@ -57,7 +57,7 @@ def groups(candidates: list[Candidate], threshold: float, min_overlap: float) ->
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
     words = [content_words(c.entry.text) for c in ordered]
-    sources = [set(c.entry.source_turn_ids) for c in ordered]
+    sources = [set(own(c.entry)["source_turn_ids"]) for c in ordered]
     into: dict[str, str] = {}
     kept: list[int] = []
     for start in range(0, len(ordered), BLOCK):
@@ -65,9 +65,9 @@ def groups(candidates: list[Candidate], threshold: float, min_overlap: float) ->
         for row in range(sims.shape[0]):
             i = start + row
             target = None
-            for k in kept:  # earlier kept episodes, oldest first: the first duplicate wins
-                if sims[row, k] < threshold:
-                    continue
+            close = np.asarray(kept, dtype=np.int64)
+            close = close[sims[row, close] >= threshold] if kept else close
+            for k in close.tolist():  # earlier kept episodes, oldest first: the first duplicate wins
                 if _overlap(words[i], words[k]) >= min_overlap or sources[i] & sources[k]:
                     target = k
                     break
@@ -83,6 +83,17 @@ def _union(*lists: list[str]) -> list[str]:
     return list(dict.fromkeys(item for items in lists for item in items))
 
 
+UNIONED = ("source_turn_ids", "persons", "entities", "keywords")
+
+
+def own(entry: MemoryEntry) -> dict[str, list[str]]:
+    """An entry's own lists, before any merge widened them (kept in `unmerged` the first time it keeps a group),
+    so that every run rebuilds the unions from the members' own values and never from an earlier run's."""
+    if entry.unmerged is not None:
+        return {name: list(entry.unmerged.get(name, [])) for name in UNIONED}
+    return {name: list(getattr(entry, name)) for name in UNIONED}
+
+
 def changes(candidates: list[Candidate], threshold: float, min_overlap: float) -> list[Change]:
     """The payload updates that bring these episodes to their merged state (none when they already are)."""
     into = groups(candidates, threshold, min_overlap)
@@ -95,18 +106,17 @@ def changes(candidates: list[Candidate], threshold: float, min_overlap: float) -
     for entry_id, keeper in sorted(into.items()):
         entry = by_id[entry_id]
         if entry_id != keeper:
-            if entry.merged_into != keeper or entry.merged_from:
-                out.append(Change(entry=entry, payload={"merged_into": keeper, "merged_from": []}))
+            if entry.merged_into != keeper or entry.merged_from or entry.unmerged is not None:
+                restored: dict[str, object] = dict(own(entry))  # a former keeper gives its own lists back
+                out.append(Change(entry=entry, payload={"merged_into": keeper, "merged_from": [], "unmerged": None,
+                                                        **restored}))
             continue
         group = sorted(members.get(entry_id, []), key=_order)
-        wanted = {
-            "merged_into": None,
-            "merged_from": [e.id for e in group],
-            "source_turn_ids": _union(entry.source_turn_ids, *(e.source_turn_ids for e in group)),
-            "persons": _union(entry.persons, *(e.persons for e in group)),
-            "entities": _union(entry.entities, *(e.entities for e in group)),
-            "keywords": _union(entry.keywords, *(e.keywords for e in group)),
-        }
+        mine = own(entry)
+        wanted: dict[str, object] = {"merged_into": None, "merged_from": [e.id for e in group],
+                                     "unmerged": mine if group else None}
+        wanted.update({name: _union(mine[name], *(own(e)[name] for e in group)) for name in UNIONED})
         if any(getattr(entry, name) != value for name, value in wanted.items()):
             out.append(Change(entry=entry, payload=wanted))
-    return out
+    # Keepers first: a run stopped between the two never leaves a turn held only by hidden entries.
+    return sorted(out, key=lambda change: change.payload.get("merged_into") is not None)

@@ -50,12 +50,18 @@ def to_forget(entries: list[MemoryEntry], policy: Policy, now: datetime) -> dict
         cutoff = now - timedelta(days=policy.ttl_days)
         gone.update({e.id: "ttl" for e in entries if e.occurred_at < cutoff})
     active = [e for e in entries if e.active and e.kind != "profile" and e.id not in gone]
-    scored = sorted(((retention(e, reference, policy.half_life_days), e.id) for e in active), reverse=True)
+    best: dict[str, float] = {}  # a keeper is worth its best copy: a recent restatement keeps an old keeper
+    for entry in entries:
+        score = retention(entry, reference, policy.half_life_days)
+        key = entry.merged_into or entry.id
+        best[key] = max(best.get(key, 0.0), score)
+    scored = sorted(((best[e.id], e.id) for e in active), reverse=True)
     gone.update({entry_id: "low_retention" for score, entry_id in scored if score < policy.min_score})
     if policy.max_entries is not None:
         left = [entry_id for _, entry_id in scored if entry_id not in gone]
         gone.update({entry_id: "cap" for entry_id in left[policy.max_entries:]})
-    for entry in entries:  # what was merged into an entry that goes, goes with it
-        if entry.merged_into in gone and entry.id not in gone:
-            gone[entry.id] = gone[entry.merged_into]
+    for entry in entries:  # what was merged into an entry that goes for its worth goes with it; a TTL is per entry
+        reason = gone.get(entry.merged_into or "")
+        if reason in ("low_retention", "cap") and entry.id not in gone:
+            gone[entry.id] = reason
     return gone

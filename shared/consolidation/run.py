@@ -4,6 +4,7 @@ An owner is a user (their entries from every conversation), or a conversation fo
 Every job reads what it needs just before it writes, writes only what differs, and decides from the stored data
 and `now` alone, so a run is idempotent and may be interrupted anywhere: the next run finishes the work.
 """
+import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -110,7 +111,9 @@ async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
 async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:
     episodes = await read_all(c.store, owner, EntryFilter(kinds=["episodic"]), with_vectors=True)
     candidates = [merge.Candidate(entry=e, dense=d) for e, d in episodes if e.superseded_by is None and d]
-    todo = merge.changes(candidates, c.settings.merge_threshold, c.settings.merge_min_overlap)
+    # On a worker thread: a big owner's similarity matrix must not hold up the lease's renewal (or recalls).
+    todo = await asyncio.to_thread(merge.changes, candidates, c.settings.merge_threshold,
+                                   c.settings.merge_min_overlap)
     await apply(owner.tenant, todo)
     return sum(1 for t in todo if t.payload.get("merged_into") and not t.entry.merged_into)
 
@@ -128,7 +131,8 @@ async def _forget(c: Consolidation, owner: Owner, now: datetime) -> int:
 async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
     if owner.user_id is None:
         return 0
-    facts = await read_all(c.store, owner, EntryFilter(kinds=["fact"], include_superseded=False), with_vectors=True)
+    current = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
+    facts = await read_all(c.store, owner, current, with_vectors=True)
     pid = profile.profile_id(owner.tenant, owner.user_id)
     existing = await c.store.get(owner.scope, [pid])
     if not facts:

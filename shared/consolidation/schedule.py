@@ -76,13 +76,13 @@ class Scheduler:
         ran = 0
         tenants = await self.consolidation.store.tenants()
         for tenant in tenants:
-            last = await self.leases.last_slot(tenant)
-            if last < 0:  # a tenant seen for the first time is consolidated from the next slot on
-                await self.leases.finished(tenant, slot)
-                continue
-            if last >= slot:
-                continue
             try:
+                last = await self.leases.last_slot(tenant)
+                if last < 0:  # a tenant seen for the first time is consolidated from the next slot on
+                    await self.leases.finished(tenant, slot)
+                    continue
+                if last >= slot:
+                    continue
                 done = await self.leases.run(tenant, lambda t=tenant: self._due(t, slot))  # type: ignore[misc]
             except Exception:  # one tenant's failure must not hold up the others
                 log.exception("consolidating tenant %r failed; it is tried again on the next pass", tenant)

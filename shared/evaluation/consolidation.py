@@ -34,7 +34,8 @@ async def quiet(tenant: str, event: Event) -> None:
 
 async def active_by_kind(store: Store, tenant: str) -> dict[str, int]:
     """Entries recall may return (not superseded, not merged away), by kind."""
-    return {kind: await store.count(Scope(tenant_id=tenant), EntryFilter(kinds=[kind], include_superseded=False))
+    return {kind: await store.count(Scope(tenant_id=tenant), EntryFilter(kinds=[kind], include_superseded=False,
+                                                                      include_merged=False))
             for kind in get_args(EntryKind)}
 
 

@@ -7,6 +7,7 @@ likes and dislikes, allergies and diet, birthdays, plans). "What did Ana think o
 episode answers it, and the profile would only crowd one out. A recall with hard filters never gets the
 profile (it may not satisfy them).
 """
+import logging
 import re
 
 from shared.consolidation.profile import profile_id
@@ -14,6 +15,7 @@ from shared.contract import RecallRequest
 from shared.retrieval.plan import QueryPlan
 from shared.store import MemoryEntry, Scope, ScoredEntry, Store
 
+log = logging.getLogger("engram.retrieval")
 _CUES = re.compile(
     r"\b(?:live[sd]?|living|moved?|home|hometown|from|work(?:s|ing)?|job|company|employer|occupation|profession|"
     r"stud(?:y|ies|ying)|school|university|college|major|pets?|dogs?|cats?|partner|wife|husband|girlfriend|"
@@ -30,7 +32,12 @@ async def of_user(store: Store, tenant: str, request: RecallRequest) -> MemoryEn
     """The profile of the request's user, if the request may get one and it exists."""
     if request.user_id is None or request.filters is not None:
         return None
-    found = await store.get(Scope(tenant_id=tenant, user_id=request.user_id), [profile_id(tenant, request.user_id)])
+    try:
+        found = await store.get(Scope(tenant_id=tenant, user_id=request.user_id),
+                                [profile_id(tenant, request.user_id)])
+    except Exception as exc:  # the search answers the recall; a profile that cannot be read is left out
+        log.warning("reading a profile failed (%s: %s); answering without it", type(exc).__name__, exc)
+        return None
     return found[0] if found else None
 
 

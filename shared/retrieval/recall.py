@@ -45,11 +45,18 @@ def _scope(tenant: str, request: RecallRequest) -> Scope:
 SEARCHED_KINDS: list[EntryKind] = ["episodic", "fact"]
 
 
+def _merged_visible(request: RecallRequest) -> bool:
+    # A duplicate merged into an entry of another conversation would vanish from a recall scoped to its own
+    # conversation (the keeper is out of scope): such a recall sees merged-away entries.
+    return request.include_superseded or request.conversation_id is not None
+
+
 def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
     f = request.filters
     applied: list[str] = [] if request.include_superseded else ["active only (not superseded, not merged)"]
     if f is None:
-        return EntryFilter(kinds=SEARCHED_KINDS, include_superseded=request.include_superseded), applied
+        return EntryFilter(kinds=SEARCHED_KINDS, include_superseded=request.include_superseded,
+                           include_merged=_merged_visible(request)), applied
     if f.persons:
         applied.append(f"persons any of {f.persons}")
     if f.topics:
@@ -60,7 +67,8 @@ def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
         applied.append(f"occurred_at in [{f.since.isoformat() if f.since else '…'}, "
                        f"{f.until.isoformat() if f.until else '…'}]")
     return EntryFilter(persons=f.persons, topics=f.topics, location=f.location, since=f.since, until=f.until,
-                       kinds=SEARCHED_KINDS, include_superseded=request.include_superseded), applied
+                       kinds=SEARCHED_KINDS, include_superseded=request.include_superseded,
+                       include_merged=_merged_visible(request)), applied
 
 
 def _boosts(query_plan: QueryPlan, settings: Settings) -> list[Boost]:
@@ -142,7 +150,11 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         user_profile.cancel()
         raise
     planned = time.perf_counter()
-    dense = await embedding
+    try:
+        dense = await embedding
+    except BaseException:
+        user_profile.cancel()
+        raise
     embedded = time.perf_counter()
     entry_filter, applied = _entry_filter(request)
     use_mmr = settings.mmr_lambda is not None
@@ -150,11 +162,16 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     # Boosts reorder the candidates in the engine, which then hands back only the k best; diversity and
     # smoothing look at all candidates here.
     reorder_here = use_mmr or bool(settings.neighbor_weight)
-    hits = await retrieval.store.hybrid_query(
-        _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse),
-        limit=candidates if reorder_here else request.k, entry_filter=entry_filter,
-        prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
-        boosts=_boosts(query_plan, settings), candidates=candidates, explain=request.explain, with_vectors=use_mmr)
+    try:
+        hits = await retrieval.store.hybrid_query(
+            _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse),
+            limit=candidates if reorder_here else request.k, entry_filter=entry_filter,
+            prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
+            boosts=_boosts(query_plan, settings), candidates=candidates, explain=request.explain,
+            with_vectors=use_mmr)
+    except BaseException:
+        user_profile.cancel()
+        raise
     searched = time.perf_counter()
     boosts = _boost_reasons(hits, query_plan, settings)
     hits, smoothed = _smooth(hits, settings.neighbor_weight)

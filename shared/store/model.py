@@ -58,6 +58,7 @@ class MemoryEntry(BaseModel):
     valid_to: AwareDatetime | None = None          # when a newer statement of the same fact replaced this one
     merged_from: list[str] = Field(default_factory=list)
     merged_into: str | None = None                 # set on an entry a near-duplicate absorbed
+    unmerged: dict[str, list[str]] | None = None    # a keeper's own lists before its group's were added
     # Facts only: what is stated, and the key a newer statement of the same fact shares (see compress.model.Slot).
     subject: str | None = None
     attribute: str | None = None
@@ -132,7 +133,8 @@ class EntryFilter(BaseModel):
     until: datetime | None = None                      # occurred_at <= until
     ids: list[str] = Field(default_factory=list)
     slot_keys: list[str] = Field(default_factory=list)  # any of
-    include_superseded: bool = True                    # False: only active entries (not superseded, not merged)
+    include_superseded: bool = True                    # False: leave out superseded facts
+    include_merged: bool = True                        # False: leave out entries merged into another
 
 
 class Condition(BaseModel):

@@ -31,6 +31,7 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
         out.append(Condition(key="slot_key", op="any", value=list(f.slot_keys)))
     if not f.include_superseded:
         out.append(Condition(key="superseded_by", op="is_null"))
+    if not f.include_merged:
         out.append(Condition(key="merged_into", op="is_null"))
     return out
 

@@ -113,6 +113,10 @@ async def test_duplicates_from_different_conversations_merge_keeping_every_sourc
     assert [e.id for e in recalled.entries if e.kind == "episodic"] == [kept[0].id]
     announced = json.loads((await events.next_msg(timeout=5)).data)
     assert announced["kept_id"] == kept[0].id and announced["merged_ids"] == [gone[0].id]
+    # Scoped to the absorbed entry's own conversation (its keeper is in the other one), it is still found.
+    scoped = await client.recall("Who brings the guitar to Lake Bled?", user_id="ana",
+                                 conversation_id=gone[0].conversation_id)
+    assert [e.id for e in scoped.entries if e.kind == "episodic"] == [gone[0].id]
     history = (await client.entries(op="history", ids=[kept[0].id])).entries
     assert {v.id for v in history} == {kept[0].id, gone[0].id}
     # Nothing was deleted: the absorbed entry is still there, hidden.

@@ -76,6 +76,7 @@ async def test_each_tenant_runs_once_per_interval_across_two_replicas(tmp_path: 
         await eventually(lambda: asyncio.sleep(0.2, runs_of),
                          lambda r: all(sum(n for (t, _), n in r.items() if t == tenant) >= 3 for tenant in tenants),
                          timeout_s=30)
+    print(f"runs per (tenant, slot) over {len({s for _, s in runs_of})} slots: {sorted(runs_of.items())}")
     assert max(runs_of.values()) == 1, runs_of  # never twice in one interval
     for tenant in tenants:
         slots = sorted(s for t, s in runs_of if t == tenant)

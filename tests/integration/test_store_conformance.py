@@ -294,7 +294,7 @@ async def test_active_only_hides_superseded_and_merged_away_entries(store: Store
                         item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], text="old", superseded_by="x"),
                         item(tenant, ["c"], dense=[1, 0, 0, 0], terms=[1], text="absorbed", merged_into="y")])
     scope = Scope(tenant_id=tenant)
-    active = EntryFilter(include_superseded=False)
+    active = EntryFilter(include_superseded=False, include_merged=False)
     hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [1]), limit=10, entry_filter=active)
     assert [h.entry.text for h in hits] == ["current"]
     assert await store.count(scope, active) == 1

@@ -1,0 +1,50 @@
+"""Merge groups are a pure function of the episodes: the same memory whatever runs came before."""
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared.consolidation import merge
+from shared.store import MemoryEntry
+
+T0 = datetime(2024, 5, 6, tzinfo=UTC)
+
+
+def episode(name: str, text: str, days: int, turns: list[str]) -> MemoryEntry:
+    return MemoryEntry(id=name, tenant_id="t", user_id="u", conversation_id=f"c-{name}", text=text,
+                       occurred_at=T0 + timedelta(days=days), created_at=T0, updated_at=T0, source_turn_ids=turns,
+                       keywords=[name])
+
+
+def run(entries: dict[str, MemoryEntry], vectors: dict[str, list[float]]) -> dict[str, MemoryEntry]:
+    candidates = [merge.Candidate(entry=e, dense=vectors[e.id]) for e in entries.values()]
+    out = dict(entries)
+    for change in merge.changes(candidates, threshold=0.9, min_overlap=0.5):
+        out[change.entry.id] = change.entry.model_copy(update=change.payload)
+    return out
+
+
+def state(entries: dict[str, MemoryEntry]) -> dict[str, Any]:
+    return {i: (e.merged_into, e.merged_from, e.source_turn_ids, e.keywords) for i, e in sorted(entries.items())}
+
+
+def test_a_merge_made_earlier_does_not_change_what_a_later_run_decides() -> None:
+    text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
+    k, a = episode("k", text, 1, ["k1"]), episode("a", text + " tonight", 2, ["a1"])
+    n = episode("n", "Cabin by Lake Bled booked for July; Mia brings the guitar", 0, ["k1", "n1"])
+    vectors = {"k": [1.0, 0.0], "a": [0.99, 0.14], "n": [0.95, -0.31]}  # n is close to k, not to a
+    history = run(run({"k": k, "a": a}, vectors) | {"n": n}, vectors)
+    clean = run({"k": k, "a": a, "n": n}, vectors)
+    assert state(history) == state(clean)
+    assert state(run(history, vectors)) == state(history)  # and again changes nothing
+    # k keeps a and nothing of n's; n (oldest) would have absorbed k only by a shared turn and close vectors.
+    kept = {i for i, e in clean.items() if e.merged_into is None}
+    assert all(set(e.source_turn_ids) <= {t for j in kept for t in clean[j].source_turn_ids} for e in clean.values())
+
+
+def test_a_keeper_whose_group_is_gone_gets_its_own_lists_back() -> None:
+    text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
+    k, a = episode("k", text, 1, ["k1"]), episode("a", text, 2, ["a1"])
+    vectors = {"k": [1.0, 0.0], "a": [1.0, 0.0]}
+    merged = run({"k": k, "a": a}, vectors)
+    assert merged["k"].source_turn_ids == ["k1", "a1"] and merged["a"].merged_into == "k"
+    alone = run({"k": merged["k"]}, vectors)  # a was forgotten
+    assert alone["k"].source_turn_ids == ["k1"] and alone["k"].keywords == ["k"] and alone["k"].merged_from == []
