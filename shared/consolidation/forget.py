@@ -27,13 +27,12 @@ from shared.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResul
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import streams, subjects
 from shared.messaging.events import Publish
-from shared.store import Scope, Store
+from shared.store import Scope, Store, all_entries
 from shared.store.model import SparseVector, Vectors
 
 PASSES = 3              # delete-and-check passes before the receipt reports what is left
 RECHECK_WAIT_S = 0.5    # between passes: time for a window caught mid-write to land
 EVENT_IDS = 1_000       # entry ids per entries_forgotten event
-PAGE = 500
 
 
 
@@ -121,14 +120,8 @@ async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
     scope = _scope(tenant, request)
     if request.entry_ids is not None:
         found = await places.store.get(scope, list(request.entry_ids))
-    else:
-        found, offset = [], None
-        while True:  # listed first, so that the event can name them
-            page = await places.store.scroll(scope, limit=PAGE, offset=offset)
-            found += page.entries
-            if page.next_offset is None:
-                break
-            offset = page.next_offset
+    else:  # listed first, so that the event can name them
+        found = await all_entries(places.store, scope)
     ids = [e.id for e in found]
     # A profile gathers facts of its user from every conversation: one built from what goes now goes with it
     # (the next consolidation builds it again from what is left).

@@ -19,10 +19,9 @@ from shared.embedding import Bm25Encoder
 from shared.messaging.events import Publish
 from shared.runtime import metrics
 from shared.settings import Settings
-from shared.store import EntryFilter, MemoryEntry, Scope, Store
+from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries, pages
 
 ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget", "profile")
-PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -66,27 +65,10 @@ async def read_all(store: Store, owner: Owner, entry_filter: EntryFilter | None 
                    with_vectors: bool = False) -> list[tuple[MemoryEntry, list[float]]]:
     """Every entry of the owner matching the filter, with its dense vector when asked."""
     out: list[tuple[MemoryEntry, list[float]]] = []
-    offset = None
-    while True:
-        page = await store.scroll(owner.scope, entry_filter=entry_filter, limit=PAGE, offset=offset,
-                                  with_vectors=with_vectors)
+    async for page in pages(store, owner.scope, entry_filter, with_vectors=with_vectors):
         dense = page.dense or [[] for _ in page.entries]
         out += [(e, d) for e, d in zip(page.entries, dense, strict=True) if owner.owns(e)]
-        offset = page.next_offset
-        if offset is None:
-            return out
-
-
-async def _listing(store: Store, scope: Scope) -> list[MemoryEntry]:
-    """Every entry in the scope, payload only (to find the owners)."""
-    out: list[MemoryEntry] = []
-    offset = None
-    while True:
-        page = await store.scroll(scope, limit=PAGE, offset=offset)
-        out += page.entries
-        offset = page.next_offset
-        if offset is None:
-            return out
+    return out
 
 
 def owners(tenant: str, entries: Iterable[MemoryEntry]) -> list[Owner]:
@@ -153,7 +135,7 @@ async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest
     started, clock = now or datetime.now(UTC), time.perf_counter()
     jobs = set(request.jobs or ALL_JOBS)
     apply = applier(c.store, c.publish, started)
-    listed = await _listing(c.store, Scope(tenant_id=tenant, user_id=request.user_id))
+    listed = await all_entries(c.store, Scope(tenant_id=tenant, user_id=request.user_id))
     found = owners(tenant, listed)
     counts = dict.fromkeys(("scored", "superseded", "merged", "forgotten", "profiles_updated"), 0)
     for owner in found:

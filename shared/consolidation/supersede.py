@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.consolidation.changes import Change, Changes
-from shared.store import EntryFilter, MemoryEntry, Scope, Store
+from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 
 SLOT_BATCH = 100  # slot keys read per scroll
 
@@ -98,15 +98,8 @@ async def supersede_slots(store: Store, scope: Scope, slot_keys: list[str], appl
     keys = sorted(set(slot_keys))
     for start in range(0, len(keys), SLOT_BATCH):
         batch = keys[start:start + SLOT_BATCH]
-        facts: list[MemoryEntry] = []
-        offset = None
-        while True:
-            page = await store.scroll(scope, entry_filter=EntryFilter(kinds=["fact"], slot_keys=batch), limit=500,
-                                      offset=offset)
-            facts += [f for f in page.entries if scope.user_id is not None or f.user_id is None]
-            offset = page.next_offset
-            if offset is None:
-                break
+        found = await all_entries(store, scope, EntryFilter(kinds=["fact"], slot_keys=batch))
+        facts = [f for f in found if scope.user_id is not None or f.user_id is None]
         todo = changes(facts)
         superseded += sum(1 for c in todo if c.payload.get("superseded_by") and not c.entry.superseded_by)
         await apply(scope.tenant_id, todo)

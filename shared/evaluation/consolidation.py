@@ -12,7 +12,7 @@ from shared.contract import ConsolidateRequest, ConsolidationSummary, EntryKind,
 from shared.evaluation import locomo
 from shared.evaluation.plain import ConversationScore, evaluate
 from shared.retrieval import Retrieval
-from shared.store import EntryFilter, MemoryEntry, Scope, Store
+from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 
 
 @dataclass
@@ -41,15 +41,7 @@ async def active_by_kind(store: Store, tenant: str) -> dict[str, int]:
 
 async def facts_of(store: Store, tenant: str) -> list[MemoryEntry]:
     """Every fact of the tenant."""
-    out: list[MemoryEntry] = []
-    offset = None
-    while True:
-        page = await store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(kinds=["fact"]), limit=500,
-                                  offset=offset)
-        out += page.entries
-        offset = page.next_offset
-        if offset is None:
-            return out
+    return await all_entries(store, Scope(tenant_id=tenant), EntryFilter(kinds=["fact"]))
 
 
 async def evaluate_consolidation(retrieval: Retrieval, consolidation: Consolidation, tenant: str,

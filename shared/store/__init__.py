@@ -18,11 +18,13 @@ from shared.store.model import (
     Vectors,
     entry_id,
 )
+from shared.store.paging import all_entries, pages
 from shared.store.protocol import Store
 from shared.store.remote import ClientStore
 
 __all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "MemoryEntry", "Page", "Scope",
-           "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "entry_id", "open_store"]
+           "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "all_entries", "entry_id", "open_store",
+           "pages"]
 
 
 async def open_store(settings: Settings, dense_dim: int) -> Store:
