@@ -62,3 +62,20 @@ _BY_CODE: dict[str, type[EngramError]] = {
 def from_code(code: str, message: str) -> EngramError:
     """The exception a client raises for an `error{code, message}` reply."""
     return _BY_CODE.get(code, EngramError)(f"{code}: {message}")
+
+
+class LlmUnavailable(Unavailable):
+    """The chat model cannot be asked now: over the tenant's budget, breaker open, timed out, rate-limited, down.
+
+    `reason` is the bounded label the fallback is counted under.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class LlmInvalid(EngramError):
+    """The chat model's answer did not validate, even after a repair round."""
+
+    reason = "invalid"

@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import Literal, Self
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -78,6 +78,26 @@ class Settings(BaseSettings):
     max_entries_per_user: int | None = Field(default=None, ge=1)  # beyond it, the lowest retention goes first
     usage_flush_s: float = Field(default=10.0, gt=0)          # how often a retriever records recall hits
 
+    # LLM (any OpenAI-compatible chat endpoint); without a base URL or key everything stays offline
+    llm_base_url: str | None = None           # e.g. http://localhost:8080/v1 (llama.cpp), http://localhost:11434/v1
+    llm_api_key: SecretStr | None = None      # never logged; "unused" is sent to servers that need none
+    llm_model: str = "gpt-4o-mini"
+    llm_response_format: Literal["json_schema", "json_object", "prompt"] = "json_schema"  # see the README
+    llm_timeout_s: float = Field(default=30.0, gt=0)          # one call, before the client's own retries
+    llm_max_retries: int = Field(default=2, ge=0, le=10)      # 429s, 5xx and timeouts, with backoff
+    llm_max_concurrency: int = Field(default=4, ge=1, le=256)  # calls in flight per process
+    llm_max_output_tokens: int = Field(default=2048, ge=64, le=32768)
+    llm_tokens_per_hour: int | None = Field(default=None, ge=1)  # per tenant; past it, the offline path
+    llm_breaker_failures: int = Field(default=5, ge=1, le=1000)  # consecutive failed calls that open the breaker
+    llm_breaker_cooldown_s: float = Field(default=30.0, gt=0)  # how long an open breaker refuses calls
+    llm_compress: bool = True                 # with an LLM: windows become statements beside the raw episode
+    llm_facts: bool = True                    # with an LLM: the model finds facts (rules when it cannot)
+    llm_consolidate: bool = True              # with an LLM: the consolidator asks which facts state the same
+    deep_max_rounds: int = Field(default=2, ge=0, le=5)       # reflection rounds of a deep recall after its plan
+    deep_deadline_s: float = Field(default=8.0, gt=0)         # a deep recall answers with what it has by then
+    summary_token_budget: int = Field(default=1500, ge=50, le=100_000)  # working memory past it is summarised
+    summary_max_words: int = Field(default=200, ge=20, le=4000)
+
     # Observability
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=9464, ge=0, le=65535)       # /metrics, /healthz, /readyz; 0 picks a free port
@@ -88,7 +108,7 @@ class Settings(BaseSettings):
     def _nats_scheme(cls, value: str | None) -> str | None:
         return _has_scheme("nats_url", value, ("nats", "tls", "ws", "wss"))
 
-    @field_validator("qdrant_url", "openai_base_url")
+    @field_validator("qdrant_url", "openai_base_url", "llm_base_url")
     @classmethod
     def _http_scheme(cls, value: str | None, info: object) -> str | None:
         return _has_scheme(getattr(info, "field_name", "url"), value, ("http", "https"))
@@ -99,6 +119,11 @@ class Settings(BaseSettings):
             raise ValueError("ENGRAM_EMBEDDER=openai needs ENGRAM_OPENAI_BASE_URL "
                              "(or OPENAI_API_KEY for api.openai.com)")
         return self
+
+    @property
+    def llm_enabled(self) -> bool:
+        """Whether a chat model is configured (a base URL, or a key for api.openai.com)."""
+        return bool(self.llm_base_url or self.llm_api_key)
 
     @property
     def qdrant_path(self) -> Path:

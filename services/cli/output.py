@@ -65,3 +65,6 @@ def eval_tables(report: EvalReport) -> None:
         console.print(table)
     console.print(f"recall over NATS: p50 {report.latency.p50:.1f} ms, p95 {report.latency.p95:.1f} ms; "
                   + "; ".join(f"{i.conversation} ingested at {i.turns_per_s:.1f} turns/s" for i in report.ingest))
+    for name, used in sorted(report.llm_tokens.items()):
+        console.print(f"{name}: {sum(used.values())} chat-model tokens ("
+                      + ", ".join(f"{purpose} {n}" for purpose, n in used.items()) + ")")

@@ -29,7 +29,7 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
         served["recall"] += 1
         request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
         return replies.encode(await answer_recall(deps.retrieval, deps.working_memory, replies.tenant_of(msg),
-                                                  request))
+                                                  request, deps.summarizer))
 
     @router.subscriber(subjects.nats_wildcard(subjects.entries(prefix)), queue=QUEUE,
                        max_workers=settings.recall_workers)

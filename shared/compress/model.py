@@ -56,7 +56,13 @@ class Draft(BaseModel):
 
 
 class Compressor(Protocol):
-    """Turns a window of chat turns into self-contained memory entries."""
+    """Turns a window of chat turns into self-contained memory entries.
+
+    `statements_per_window`: the most slotless fact drafts ("statements") `compress` returns for one window; the
+    writer gives them ids by position and deletes those past the count a later compression of the window gave.
+    """
+
+    statements_per_window: int
 
     async def compress(self, window: Window) -> list[Draft]:
         """Entries that together cover every turn of the window."""

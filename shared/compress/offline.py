@@ -40,6 +40,8 @@ class OfflineCompressor:
             reply, so "Yes, twice!" keeps its question; 0 quotes nothing.
     """
 
+    statements_per_window = 0  # one episode per window, no statements
+
     def __init__(self, context_chars: int = 160, fallback_language: str = "english") -> None:
         self._context_chars = context_chars
         self._fallback = fallback_language

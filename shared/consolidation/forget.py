@@ -97,7 +97,10 @@ def about(request: Forget) -> Callable[[bytes], bool]:
 async def _forget_working_memory(wm: WorkingMemory, tenant: str, request: Forget) -> tuple[int, int]:
     """(conversations changed, turn texts deleted)."""
     if request.conversation_id is not None:
+        await wm.forget_summaries(tenant, conversation_id=request.conversation_id)
         return await wm.forget_conversation(tenant, request.conversation_id)
+    if request.user_id is not None:
+        await wm.forget_summaries(tenant, user_id=request.user_id)
     changed = texts = 0
     for conversation_id, seqs in (await _held_of_user(wm, tenant, request.user_id)).items():
         await wm.forget_turns_of(tenant, conversation_id, seqs)

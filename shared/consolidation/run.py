@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared.consolidation import importance, merge, profile, retention
+from shared.consolidation import importance, merge, profile, retention, same_fact
 from shared.consolidation.changes import Change, Changes, applier
 from shared.consolidation.forget import erase
 from shared.consolidation.supersede import supersede_slots
 from shared.contract import ConsolidateRequest, ConsolidationJob, ConsolidationSummary, check_tenant
 from shared.embedding import Bm25Encoder
+from shared.llm import LlmClient
 from shared.messaging.events import Publish
 from shared.runtime import metrics
 from shared.settings import Settings
@@ -32,6 +33,7 @@ class Consolidation:
     publish: Publish
     sparse: Bm25Encoder
     settings: Settings
+    llm: LlmClient | None = None  # asked which facts state the same (when settings.llm_consolidate)
 
     def policy(self, tenant: str) -> retention.Policy:
         """The retention policy of one tenant."""
@@ -86,6 +88,11 @@ async def _score(c: Consolidation, owner: Owner, apply: Changes) -> int:
 
 
 async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
+    if c.llm is not None and c.settings.llm_consolidate:
+        active = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
+        found = await read_all(c.store, owner, active, with_vectors=True)
+        await apply(owner.tenant, await same_fact.judge(c.llm, owner.tenant, [
+            same_fact.Candidate(entry=e, dense=d) for e, d in found if d]))
     facts = await read_all(c.store, owner, EntryFilter(kinds=["fact"]))
     return await supersede_slots(c.store, owner.scope, [f.slot_key for f, _ in facts if f.slot_key], apply)
 
@@ -114,7 +121,7 @@ async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
     if owner.user_id is None:
         return 0
     current = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
-    facts = await read_all(c.store, owner, current, with_vectors=True)
+    facts = [(f, d) for f, d in await read_all(c.store, owner, current, with_vectors=True) if f.attribute is not None]
     pid = profile.profile_id(owner.tenant, owner.user_id)
     existing = await c.store.get(owner.scope, [pid])
     if not facts:

@@ -18,8 +18,11 @@ from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 SLOT_BATCH = 100  # slot keys read per scroll
 
 
-def _order(entry: MemoryEntry) -> tuple[datetime, datetime, str, list[str], str]:
-    return entry.occurred_at, entry.created_at, entry.conversation_id, sorted(entry.source_turn_ids), entry.id
+def _order(entry: MemoryEntry) -> tuple[datetime, bool, datetime, str, list[str], str]:
+    # Of a fact and a statement (a slotless fact the model put in the slot) made at the same time, the fact is
+    # current: it names the slot's value, which the profile shows.
+    return (entry.occurred_at, entry.attribute is not None, entry.created_at, entry.conversation_id,
+            sorted(entry.source_turn_ids), entry.id)
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Link:
 
 
 def _same(a: MemoryEntry, b: MemoryEntry) -> bool:
-    return (a.value or "").casefold() == (b.value or "").casefold()
+    return a.value is not None and b.value is not None and a.value.casefold() == b.value.casefold()
 
 
 def chain(facts: Iterable[MemoryEntry]) -> dict[str, Link]:
@@ -65,7 +68,8 @@ def chain(facts: Iterable[MemoryEntry]) -> dict[str, Link]:
 def _own(fact: MemoryEntry) -> list[str]:
     # A fact is stated in one turn, always its first source (see FactExtractor); the rest are restatements this
     # job added, recomputed from scratch each run so that the result never depends on the order facts arrived in.
-    return fact.source_turn_ids[:1]
+    # A statement (no attribute) restates its window's turns and is never a restatement's keeper: all its own.
+    return fact.source_turn_ids[:1] if fact.attribute is not None else fact.source_turn_ids
 
 
 def changes(facts: list[MemoryEntry]) -> list[Change]:

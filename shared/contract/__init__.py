@@ -33,14 +33,24 @@ from shared.contract.events import (
     EventKind,
     event_id,
 )
-from shared.contract.recall import Explanation, RecalledEntry, RecallFilters, RecallRequest, RecallResponse, Timings
+from shared.contract.recall import (
+    DeepTrace,
+    Explanation,
+    PlannedSearch,
+    RecalledEntry,
+    RecallFilters,
+    RecallRequest,
+    RecallResponse,
+    Timings,
+)
 from shared.contract.turns import Flush, Role, Turn
 
 __all__ = [
     "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
-    "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeletedCounts",
-    "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated", "EntryKind",
-    "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush", "Forget",
-    "ForgetResult", "RecallFilters", "RecallRequest", "RecallResponse", "RecalledEntry", "Reply", "Role",
-    "TenantScoped", "Timings", "Turn", "check_tenant", "event_id", "validate_tenant",
+    "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeepTrace",
+    "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated",
+    "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush",
+    "Forget", "ForgetResult", "PlannedSearch", "RecallFilters", "RecallRequest", "RecallResponse",
+    "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id",
+    "validate_tenant",
 ]

@@ -102,6 +102,8 @@ class EntryView(BaseModel):
     subject: str | None = None
     attribute: str | None = None
     value: str | None = None
+    slot_key: str | None = None
+    slot_by_model: bool = False    # the chat model said this statement states `slot_key`'s fact
 
 
 class EntriesResponse(Reply):

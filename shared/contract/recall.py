@@ -87,11 +87,45 @@ class Timings(BaseModel):
     total: float = 0.0
 
 
+class PlannedSearch(BaseModel):
+    """One search a deep recall ran: the round it belongs to (1 is the plan), what the model asked for, the hits."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    round: int
+    query: str
+    keywords: list[str] = Field(default_factory=list)
+    persons: list[str] = Field(default_factory=list)
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+    why: str = ""
+    hits: int = 0
+
+
+DeepStop = Literal["sufficient", "max_rounds", "deadline", "no_model", "model_failed", "busy"]
+
+
+class DeepTrace(BaseModel):
+    """What a deep recall planned and ran (with `explain`), and why it stopped searching."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rounds: int = 0
+    searches: list[PlannedSearch] = Field(default_factory=list)
+    stopped: DeepStop = "max_rounds"
+
+
 class RecallResponse(Reply):
-    """The answer to a RecallRequest: entries, working memory, and a context rendered within the budget."""
+    """The answer to a RecallRequest: entries, working memory, and a context rendered within the budget.
+
+    `working_memory_summary` sums up the conversation's older recent turns when they exceed the summary budget
+    (`working_memory` then holds the newest turns only); `deep` is set for a deep recall asked with `explain`.
+    """
 
     entries: list[RecalledEntry] = Field(default_factory=list)
     working_memory: list[Turn] = Field(default_factory=list)
+    working_memory_summary: str | None = None
     context: str = ""
     context_tokens: int = 0
     timings_ms: Timings = Field(default_factory=Timings)
+    deep: DeepTrace | None = None

@@ -14,6 +14,7 @@ from shared.evaluation import baselines, locomo
 from shared.evaluation.latency import Percentiles, percentiles
 from shared.evaluation.machine import describe
 from shared.evaluation.scoring import Row, SystemScore, row, summarise
+from shared.runtime import metrics
 from shared.settings import Settings
 from shared.store import EdgeStore
 from shared.text import tokens
@@ -41,6 +42,9 @@ class EvalReport(BaseModel):
     latency: Percentiles = Field(default_factory=Percentiles)  # recall round trips as the client saw them (ms)
     ingest: list[Ingest] = Field(default_factory=list)
     conversation_tokens: dict[str, int] = Field(default_factory=dict)
+    # Chat-model tokens by conversation and purpose, counted by this process's metrics (an in-process stack;
+    # services elsewhere count in their own /metrics). Empty without a model.
+    llm_tokens: dict[str, dict[str, int]] = Field(default_factory=dict)
 
 
 def conversation_tokens(conversation: locomo.Conversation, encoding: str) -> int:
@@ -79,6 +83,7 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Se
                 report.conversation_tokens[name] = total
                 tenant = f"eval-{name}-{run_id}"
                 progress(f"{name}: publishing {len(conversation.turns)} turns")
+                tokens_before = metrics.llm_tokens_by_purpose()
                 async with await client_for(tenant) as client:
                     started = time.perf_counter()
                     await publish_sessions(client, conversation.sessions)
@@ -88,6 +93,9 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Se
                                                 turns_per_s=len(conversation.turns) / seconds))
                     progress(f"{name}: asking {len(conversation.scored())} questions at k={ks}")
                     rows = await _engram(client, conversation, ks, mode, token_budget, latencies)
+                used = {p: n - tokens_before.get(p, 0) for p, n in metrics.llm_tokens_by_purpose().items()}
+                if any(used.values()):
+                    report.llm_tokens[name] = {p: n for p, n in sorted(used.items()) if n}
                 report.scores += [summarise(ENGRAM, name, k, rows[k], total) for k in ks]
                 for baseline in baselines.BASELINES:
                     progress(f"{name}: baseline {baseline.label}")

@@ -42,6 +42,8 @@ def table_rows(report: EvalReport, k: int, conversation: str | None = None,
             v = _values(s)
         cats = [("—" if v[f"cat{c}"] != v[f"cat{c}"] else f"{v[f'cat{c}']:.3f}") for c in (1, 2, 3, 4)]
         label = (SHORT if short else LABELS)[system]
+        if system == ENGRAM and not short:
+            label = f"engram ({report.mode})"
         out.append([label, f"{v['all']:.3f}", f"{v['any']:.3f}", f"{v['frac']:.3f}", *cats,
                     f"{v['tokens']:.0f}", f"{v['ratio']:.1%}"])
     return out
@@ -68,6 +70,10 @@ def markdown(report: EvalReport) -> str:
                  for i in report.ingest), "",
              "Categories: " + ", ".join(f"{c} {CATEGORY_NAMES[c]}" for c in (1, 2, 3, 4)) + "; columns under them "
              "are all@k. `tokens`: mean context tokens; `of conv.`: that as a share of the whole conversation.", ""]
+    if report.llm_tokens:
+        lines += ["Chat-model tokens per conversation (ingest and recall, counted by the metrics): " + "; ".join(
+            f"{name}: {sum(used.values())} ({', '.join(f'{p} {n}' for p, n in used.items())})"
+            for name, used in sorted(report.llm_tokens.items())), ""]
     for scope in [None, *conversations]:
         for k in report.ks:
             lines.append(f"## {'mean of ' + ', '.join(conversations) if scope is None else scope}, k = {k}")

@@ -22,7 +22,7 @@ from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer, SealedWindow
 from shared.ingest.policy import CloserPolicy
 from shared.ingest.working_memory import WorkingMemory
-from shared.ingest.writer import Writer, build_entries
+from shared.ingest.writer import Writer, build, save
 from shared.messaging.deadletter import TurnDeadLetter
 from shared.messaging.events import Publish
 from shared.runtime import metrics
@@ -211,8 +211,9 @@ class WindowCloser:
         started = time.perf_counter()
         windows = [await self._window(tenant, conversation_id, sealed) for tenant, conversation_id, sealed in batch]
         try:
-            items = await build_entries(self.writer, [w for w in windows if w is not None])
-            await self.writer.store.upsert(items)
+            built = await build(self.writer, [w for w in windows if w is not None])
+            await save(self.writer, built)
+            items = built.items
         except Exception as exc:  # keep the windows sealed; back off and try again
             return await self._failed(batch, exc)
         metrics.write_seconds.observe(time.perf_counter() - started)

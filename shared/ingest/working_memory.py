@@ -4,6 +4,8 @@
 - `<P>_WM_TURNS`: each turn's text under its own key, written before a buffer refers to it and purged once none
   does. A legal turn always fits in one value, so any sequence of legal turns can be stored.
 - `<P>_WM_OPEN`: the open index, one key per conversation with turns waiting in a window (see open_index.py).
+- `<P>_WM_SUMMARIES`: the running summary of a conversation's older recent turns, when they outgrow the summary
+  budget (see shared/retrieval/summary.py); forgotten with the conversation, or with any user whose words it holds.
 
 Purges leave markers that expire after MARKER_TTL_S (per-message TTL), so deleted keys cost nothing later.
 """
@@ -11,12 +13,13 @@ import asyncio
 import base64
 import random
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared.contract import Turn
 from shared.errors import ConfigError, Unavailable
@@ -36,6 +39,22 @@ def bucket_names(prefix: str) -> tuple[str, str, str]:
     """Names of the buffers, turns and open-index buckets (`MEM_WM_BUFFERS`… for the default prefix)."""
     base = f"{prefix.upper().replace('-', '_')}_WM"
     return f"{base}_BUFFERS", f"{base}_TURNS", f"{base}_OPEN"
+
+
+def summaries_bucket_name(prefix: str) -> str:
+    """Name of the bucket of running summaries (`MEM_WM_SUMMARIES` for the default prefix)."""
+    return f"{prefix.upper().replace('-', '_')}_WM_SUMMARIES"
+
+
+class CachedSummary(BaseModel):
+    """A conversation's running summary: the turns it covers end with `through_turn_id`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    through_turn_id: str
+    text: str
+    source: Literal["model", "extractive"]
+    user_ids: list[str] = Field(default_factory=list)  # whose words it holds (Forget finds it by them)
 
 
 def key(tenant: str, conversation_id: str) -> str:
@@ -74,12 +93,14 @@ class WorkingMemory:
     """Buffers, turn texts and the open index of every conversation engram is still collecting turns for."""
 
     def __init__(self, js: JetStreamContext, prefix: str, buffers: KeyValue, turns: KeyValue,
-                 index: OpenIndex) -> None:
+                 index: OpenIndex, summaries: KeyValue) -> None:
         self._js = js
         self._buffers_bucket, self._turns_bucket, _ = bucket_names(prefix)
+        self._summaries_bucket = summaries_bucket_name(prefix)
         self.buffers = buffers
         self.turn_texts = turns
         self.index = index
+        self.summaries = summaries
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, ttl_s: float | None = None) -> "WorkingMemory":
@@ -93,7 +114,45 @@ class WorkingMemory:
         index = await _bucket(js, open_index, None, "engram working memory: conversations with open windows")
         return cls(js, prefix, await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
                    await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
-                   OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S))
+                   OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S),
+                   await _bucket(js, summaries_bucket_name(prefix), ttl_s,
+                                 "engram working memory: running summaries of older turns"))
+
+    async def summary(self, tenant: str, conversation_id: str) -> CachedSummary | None:
+        """The conversation's running summary, if one was made."""
+        with transient(f"reading the summary of conversation {conversation_id!r}"):
+            try:
+                entry = await self.summaries.get(key(tenant, conversation_id))
+            except (KeyNotFoundError, KeyDeletedError):
+                return None
+        return CachedSummary.model_validate_json(entry.value) if entry.value else None
+
+    async def put_summary(self, tenant: str, conversation_id: str, summary: CachedSummary) -> None:
+        """Store the conversation's running summary (last writer wins: any summary of the same turns will do)."""
+        with transient(f"storing the summary of conversation {conversation_id!r}"):
+            await self.summaries.put(key(tenant, conversation_id), summary.model_dump_json().encode())
+
+    async def forget_summaries(self, tenant: str, conversation_id: str | None = None,
+                               user_id: str | None = None) -> int:
+        """Delete the conversation's summary, or every summary of the tenant holding the user's words."""
+        if conversation_id is not None:
+            wanted = [key(tenant, conversation_id)]
+        else:
+            wanted = []
+            for k in await streams.kv_keys(self._js, self._summaries_bucket, f"{tenant}.>"):
+                found = await self.summary(*conversation_of(k))
+                if found is not None and (user_id is None or user_id in found.user_ids):
+                    wanted.append(k)
+        deleted = 0
+        with transient("forgetting summaries"):
+            for k in wanted:
+                try:
+                    await self.summaries.get(k)
+                except (KeyNotFoundError, KeyDeletedError):
+                    continue
+                await self.summaries.purge(k, msg_ttl=MARKER_TTL_S)
+                deleted += 1
+        return deleted
 
     async def get(self, tenant: str, conversation_id: str) -> Buffer | None:
         """The conversation's buffer, or None if engram holds nothing for it."""

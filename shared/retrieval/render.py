@@ -5,6 +5,8 @@ from shared.text import tokens
 
 MEMORIES_HEADER = "Memories (most relevant first):"
 RECENT_HEADER = "Recent turns:"
+SUMMARY_HEADER = "Summary of earlier turns:"
+MIN_SUMMARY_TOKENS = 20  # a summary cut shorter than this says too little to be worth its header
 
 
 def _turn_line(turn: Turn) -> str:
@@ -12,10 +14,11 @@ def _turn_line(turn: Turn) -> str:
 
 
 def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
-           encoding: str = "cl100k_base") -> tuple[str, int, list[ScoredEntry]]:
+           encoding: str = "cl100k_base", summary: str | None = None) -> tuple[str, int, list[ScoredEntry]]:
     """The context text, its token count, and the hits that fit (in rank order) within `budget`.
 
-    Entries come first, most relevant first; recent turns follow while budget remains. An entry that does not
+    Entries come first, most relevant first; the summary of earlier turns (cut to what remains if need be) and the
+    recent turns follow while budget remains. An entry that does not
     fit whole is left out (a later, shorter one may still fit), except that the first entry is truncated rather
     than dropped, so a small budget still gets the best memory.
     """
@@ -46,6 +49,12 @@ def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
                 if room > 0:
                     add(tokens.truncate(hit.entry.text, room, encoding))
                     kept.append(hit)
+    if summary:
+        block = f"{SUMMARY_HEADER}\n{summary}"
+        if fits(block):
+            add(block)
+        elif budget is not None and budget - used - cost(SUMMARY_HEADER) >= MIN_SUMMARY_TOKENS:
+            add(tokens.truncate(block, budget - used - separator, encoding))
     if recent:
         lines = [_turn_line(t) for t in recent]
         # Keep the newest turns when not all fit.

@@ -15,6 +15,7 @@ from shared.consolidation.run import Consolidation
 from shared.consolidation.schedule import Scheduler
 from shared.embedding import Bm25Encoder, embedding_dim
 from shared.ingest.working_memory import WorkingMemory
+from shared.llm import open_llm
 from shared.messaging import connection, events, streams
 from shared.settings import Settings
 from shared.store import Store
@@ -45,6 +46,7 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store,
                             name: str = "engram-consolidator") -> AsyncIterator[ConsolidatorDeps]:
     """Connect the broker and open working memory, the streams and the leases over it; close all on exit."""
     broker, nc = await connection.open_broker(nats_url, name)
+    llm = open_llm(settings)
     try:
         js = nc.jetstream()
         await streams.ensure(js, settings.subject_prefix)
@@ -53,10 +55,12 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store,
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
                         publish=publish, dim=embedding_dim(settings))
         consolidation = Consolidation(store=store, publish=publish, sparse=Bm25Encoder(settings.bm25_language),
-                                      settings=settings)
+                                      settings=settings, llm=llm)
         holder = f"{socket.gethostname()}:{os.getpid()}:{name}"
         leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s)
         yield ConsolidatorDeps(settings=settings, broker=broker, places=places, consolidation=consolidation,
                                leases=leases)
     finally:
         await connection.stop_broker(broker)
+        if llm is not None:
+            await llm.close()

@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared.compress import OfflineCompressor
+from shared.compress import Compressor, OfflineCompressor
 from shared.compress.facts import RuleFactExtractor
+from shared.compress.llm import LlmCompressor, LlmFactExtractor
+from shared.compress.model import FactExtractor
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
 from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
+from shared.llm import LlmClient, open_llm
 from shared.messaging import connection, streams
 from shared.settings import Settings
 from shared.store import Store
@@ -31,6 +34,7 @@ class IngestorDeps:
     js: JetStreamContext
     working_memory: WorkingMemory
     writer: Writer
+    llm: LlmClient | None = None
 
     async def ready(self) -> str | None:
         """None if this replica can work, else why not (for /readyz)."""
@@ -45,6 +49,7 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
     """Open what an ingestor uses and close it on exit (the store belongs to the caller)."""
     nc = await connection.connect(nats_url, name)
     embedder: Embedder | None = None
+    llm = open_llm(settings)
     try:
         embedder = open_embedder(settings)
         await _warm_up(embedder)
@@ -53,14 +58,29 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
         buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
                            max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)
-        writer = Writer(OfflineCompressor(settings.context_turn_chars, settings.bm25_language), embedder,
-                        Bm25Encoder(settings.bm25_language), store,
-                        facts=RuleFactExtractor() if settings.extract_facts else None)
-        yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer)
+        compressor, facts = compression(settings, llm)
+        writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), store, facts=facts)
+        yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer, llm=llm)
     finally:
+        if llm is not None:
+            await llm.close()
         if embedder is not None:
             await embedder.close()
         await connection.close(nc)
+
+
+def compression(settings: Settings, llm: LlmClient | None) -> tuple[Compressor, FactExtractor | None]:
+    """The compressor and fact extractor settings ask for: the model's, each with its offline path, or offline."""
+    offline = OfflineCompressor(settings.context_turn_chars, settings.bm25_language)
+    compressor: Compressor = offline
+    if llm is not None and settings.llm_compress:
+        compressor = LlmCompressor(llm, offline, settings.bm25_language)
+    facts: FactExtractor | None = None
+    if settings.extract_facts:
+        rules = RuleFactExtractor()
+        facts = LlmFactExtractor(llm, rules, settings.bm25_language) if llm is not None and settings.llm_facts \
+            else rules
+    return compressor, facts
 
 
 async def _warm_up(embedder: Embedder) -> None:

@@ -47,3 +47,30 @@ lease_changes_total = Counter("engram_consolidation_lease_changes_total", "Tenan
 entries_by_kind = Gauge("engram_entries", "Stored entries by kind, as of the last scheduled pass", ["kind"])
 recall_hits_recorded_total = Counter("engram_recall_hits_recorded_total",
                                      "Recall hits written to entries' use counts (in batches)")
+
+llm_calls_total = Counter("engram_llm_calls_total", "Chat-model calls by purpose and outcome", ["purpose", "outcome"])
+# outcome: ok|repaired|invalid|timeout|rate_limited|error|over_budget|breaker_open
+llm_tokens_total = Counter("engram_llm_tokens_total", "Tokens the chat model read and wrote", ["purpose", "kind"])
+# kind: prompt|completion
+llm_seconds = Histogram("engram_llm_seconds", "One chat-model call, repair round included", ["purpose"],
+                        buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0))
+llm_fallbacks_total = Counter("engram_llm_fallbacks_total", "Work done by the offline path because the model could "
+                              "not", ["purpose", "reason"])  # reason: the call's failed outcome
+llm_breaker_open = Gauge("engram_llm_breaker_open", "1 while the circuit breaker refuses calls to the chat endpoint")
+deep_rounds = Histogram("engram_recall_deep_rounds", "Search rounds of one deep recall (the plan's included)",
+                        buckets=(1, 2, 3, 4, 5, 6))
+deep_deadline_total = Counter("engram_recall_deep_deadline_total", "Deep recalls that answered with what they had "
+                              "when their deadline came")
+summaries_total = Counter("engram_working_memory_summaries_total", "Summaries of older working-memory turns",
+                          ["source"])  # cached|model|extractive
+
+
+def llm_tokens_by_purpose() -> dict[str, int]:
+    """Tokens this process's chat-model calls used so far, prompt and completion together, by purpose."""
+    out: dict[str, int] = {}
+    for metric in llm_tokens_total.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total"):
+                purpose = sample.labels["purpose"]
+                out[purpose] = out.get(purpose, 0) + int(sample.value)
+    return out

@@ -9,9 +9,11 @@ from faststream.nats import NatsBroker
 
 from shared.embedding import Bm25Encoder, Embedder, open_embedder
 from shared.ingest.working_memory import WorkingMemory
+from shared.llm import open_llm
 from shared.messaging import connection
 from shared.retrieval import Retrieval, warm_up
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
+from shared.retrieval.summary import Summarizer
 from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
 from shared.store import Store
@@ -25,6 +27,7 @@ class RetrieverDeps:
     broker: NatsBroker
     working_memory: WorkingMemory
     retrieval: Retrieval
+    summarizer: Summarizer
 
     async def ready(self) -> str | None:
         """None if this replica can answer, else why not (for /readyz)."""
@@ -39,23 +42,29 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
     """Connect the broker, open the working-memory bucket over it, load the query model; close all on exit."""
     broker, nc = await connection.open_broker(nats_url, name)
     embedder: Embedder | None = None
+    llm = open_llm(settings)
     try:
         embedder = open_embedder(settings)
         working_memory = await WorkingMemory.open(nc.jetstream(), settings.subject_prefix,
                                                   ttl_s=settings.working_memory_ttl_s)
         usage = UsageRecorder(store, settings.usage_flush_s)
         retrieval = Retrieval(store, embedder, Bm25Encoder(settings.bm25_language), settings,
-                              max_reply_bytes=nc.max_payload - REPLY_HEADROOM_BYTES, usage=usage)
+                              max_reply_bytes=nc.max_payload - REPLY_HEADROOM_BYTES, usage=usage, llm=llm,
+                              deep_slots=asyncio.Semaphore(max(1, settings.recall_workers // 2)))
+        summarizer = Summarizer(working_memory, settings, llm)
         await warm_up(retrieval)
         stopping = asyncio.Event()
         recorder = asyncio.create_task(usage.run(stopping), name="recall-usage")
         try:
             yield RetrieverDeps(settings=settings, broker=broker, working_memory=working_memory,
-                                retrieval=retrieval)
+                                retrieval=retrieval, summarizer=summarizer)
         finally:
             stopping.set()
             await asyncio.gather(recorder, return_exceptions=True)
+            await summarizer.settle()
     finally:
+        if llm is not None:
+            await llm.close()
         await connection.stop_broker(broker)
         if embedder is not None:
             await embedder.close()

@@ -9,6 +9,7 @@ from shared.store.model import (
     Boost,
     Condition,
     EntryFilter,
+    HybridSearch,
     MemoryEntry,
     Page,
     Scope,
@@ -22,9 +23,9 @@ from shared.store.paging import all_entries, pages
 from shared.store.protocol import Store
 from shared.store.remote import ClientStore
 
-__all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "MemoryEntry", "Page", "Scope",
-           "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "all_entries", "entry_id", "open_store",
-           "pages"]
+__all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "HybridSearch", "MemoryEntry", "Page",
+           "Scope", "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "all_entries", "entry_id",
+           "open_store", "pages"]
 
 
 async def open_store(settings: Settings, dense_dim: int) -> Store:

@@ -15,6 +15,7 @@ from shared.store.model import (
     Boost,
     Condition,
     EntryFilter,
+    HybridSearch,
     MemoryEntry,
     Page,
     Scope,
@@ -122,32 +123,49 @@ class EdgeStore(ByIdMixin):
         if items:
             await self._write(qe.UpdateOperation.upsert_points([_point(i) for i in items]))
 
+    @staticmethod
+    def _hybrid(scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qe.QueryRequest:
+        flt = _filter(scope, search.entry_filter)
+        vectors = search.vectors
+        sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
+        searches = [qe.Prefetch(limit=search.prefetch_limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE),
+                                filter=flt),
+                    qe.Prefetch(limit=search.prefetch_limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
+                                params=_scope_idf(scope))]
+        if search.boosts:
+            fused_stage = qe.Prefetch(limit=max(search.limit, search.candidates),
+                                      query=qe.Fusion.Rrf(k=search.rrf_k),  # type: ignore[arg-type]
+                                      filter=flt, prefetches=searches)
+            return _rescored(fused_stage, search.boosts, flt, search.limit, with_vectors)
+        return qe.QueryRequest(limit=search.limit, query=qe.Fusion.Rrf(k=search.rrf_k),  # type: ignore[arg-type]
+                               filter=flt, with_payload=True, with_vector=[DENSE] if with_vectors else False,
+                               prefetches=searches)
+
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
                            candidates: int = 0, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
         """Dense and sparse prefetch, fused by RRF in the engine, then boosted there, all under the scope's filter."""
-        flt = _filter(scope, entry_filter)
-        sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
-        dense_q = qe.Query.Nearest(list(vectors.dense), using=DENSE)
-        sparse_q = qe.Query.Nearest(sparse, using=SPARSE)
-        idf = _scope_idf(scope)
-        searches = [qe.Prefetch(limit=prefetch_limit, query=dense_q, filter=flt),
-                    qe.Prefetch(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)]
-        if boosts:
-            fused_stage = qe.Prefetch(limit=max(limit, candidates), query=qe.Fusion.Rrf(k=rrf_k),  # type: ignore[arg-type]
-                                      filter=flt, prefetches=searches)
-            top = _rescored(fused_stage, boosts, flt, limit, with_vectors)
-        else:
-            top = qe.QueryRequest(limit=limit, query=qe.Fusion.Rrf(k=rrf_k), filter=flt,  # type: ignore[arg-type]
-                                  with_payload=True, with_vector=[DENSE] if with_vectors else False,
-                                  prefetches=searches)
-        requests = [top]
+        search = HybridSearch(vectors=vectors, limit=limit, entry_filter=entry_filter, prefetch_limit=prefetch_limit,
+                              rrf_k=rrf_k, boosts=list(boosts), candidates=candidates)
+        requests = [self._hybrid(scope, search, with_vectors)]
         if explain:
-            requests += [qe.QueryRequest(limit=prefetch_limit, query=dense_q, filter=flt),
-                         qe.QueryRequest(limit=prefetch_limit, query=sparse_q, filter=flt, params=idf)]
+            flt = _filter(scope, entry_filter)
+            sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
+            requests += [qe.QueryRequest(limit=prefetch_limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE),
+                                         filter=flt),
+                         qe.QueryRequest(limit=prefetch_limit, query=qe.Query.Nearest(sparse, using=SPARSE),
+                                         filter=flt, params=_scope_idf(scope))]
         results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(requests))
         return to_hits(results[0], results[1:], with_vectors)
+
+    async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch]) -> list[list[ScoredEntry]]:
+        """Several hybrid searches in one engine call, each under the scope's filter."""
+        if not searches:
+            return []
+        results = await self._read(self._shard.query_batch,
+                                   qe.QueryBatchRequest([self._hybrid(scope, s) for s in searches]))
+        return [to_hits(points, [], with_vectors=False) for points in results]
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:

@@ -64,6 +64,8 @@ class MemoryEntry(BaseModel):
     attribute: str | None = None
     value: str | None = None
     slot_key: str | None = None
+    slot_by_model: bool = False                     # the model said this statement states `slot_key`'s fact
+    same_fact_checked: bool = False                 # the model was asked which facts this one states the same as
 
     @property
     def active(self) -> bool:
@@ -160,6 +162,20 @@ class Boost(BaseModel):
 
     weight: float
     any_of: list[Condition]
+
+
+class HybridSearch(BaseModel):
+    """One hybrid search of a batch: its vectors, filter, boosts and sizes (as `Store.hybrid_query` takes them)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    vectors: Vectors
+    limit: int
+    entry_filter: EntryFilter | None = None
+    prefetch_limit: int = 40
+    rrf_k: int = 3
+    boosts: list[Boost] = Field(default_factory=list)
+    candidates: int = 0
 
 
 class ScoredEntry(BaseModel):

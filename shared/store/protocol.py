@@ -2,7 +2,17 @@
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from shared.store.model import Boost, EntryFilter, MemoryEntry, Page, Scope, ScoredEntry, StoredEntry, Vectors
+from shared.store.model import (
+    Boost,
+    EntryFilter,
+    HybridSearch,
+    MemoryEntry,
+    Page,
+    Scope,
+    ScoredEntry,
+    StoredEntry,
+    Vectors,
+)
 
 
 class Store(Protocol):
@@ -17,6 +27,9 @@ class Store(Protocol):
                            with_vectors: bool = False) -> list[ScoredEntry]:
         """Dense and sparse prefetch fused (RRF) in the store, then `boosts` applied to the best `candidates`
         fused hits (at least `limit`) in the store; with explain, each hit's per-search ranks."""
+
+    async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch]) -> list[list[ScoredEntry]]:
+        """Several hybrid searches in one round trip to the engine, each under the scope's filter, in order."""
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:

@@ -17,6 +17,7 @@ from shared.store.model import (
     Boost,
     Condition,
     EntryFilter,
+    HybridSearch,
     MemoryEntry,
     Page,
     Scope,
@@ -131,32 +132,47 @@ class ClientStore(ByIdMixin):
         with _reachable(f"an upsert of {len(points)} entries"):
             await self._client.upsert(self._collection, points=points, wait=True)
 
+    @staticmethod
+    def _hybrid(scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qm.QueryRequest:
+        flt = _filter(scope, search.entry_filter)
+        vectors = search.vectors
+        searches = [qm.Prefetch(query=list(vectors.dense), using=DENSE, limit=search.prefetch_limit, filter=flt),
+                    qm.Prefetch(query=_sparse(vectors), using=SPARSE, limit=search.prefetch_limit, filter=flt,
+                                params=_scope_idf(scope))]
+        rrf = qm.RrfQuery(rrf=qm.Rrf(k=search.rrf_k))
+        vector = [DENSE] if with_vectors else False
+        if search.boosts:
+            fused = qm.Prefetch(query=rrf, filter=flt, limit=max(search.limit, search.candidates), prefetch=searches)
+            return qm.QueryRequest(query=_rescoring(search.boosts), filter=flt, limit=search.limit, with_payload=True,
+                                   with_vector=vector, prefetch=[fused])
+        return qm.QueryRequest(query=rrf, filter=flt, limit=search.limit, with_payload=True, with_vector=vector,
+                               prefetch=searches)
+
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
                            candidates: int = 0, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
         """Dense and sparse prefetch, fused by RRF in the server, then boosted there, all under the scope's filter."""
-        flt = _filter(scope, entry_filter)
-        idf = _scope_idf(scope)
-        searches = [qm.Prefetch(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
-                    qm.Prefetch(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt, params=idf)]
-        rrf = qm.RrfQuery(rrf=qm.Rrf(k=rrf_k))
-        vector = [DENSE] if with_vectors else False
-        if boosts:
-            fused = qm.Prefetch(query=rrf, filter=flt, limit=max(limit, candidates), prefetch=searches)
-            top = qm.QueryRequest(query=_rescoring(boosts), filter=flt, limit=limit, with_payload=True,
-                                  with_vector=vector, prefetch=[fused])
-        else:
-            top = qm.QueryRequest(query=rrf, filter=flt, limit=limit, with_payload=True, with_vector=vector,
-                                  prefetch=searches)
-        requests = [top]
+        search = HybridSearch(vectors=vectors, limit=limit, entry_filter=entry_filter, prefetch_limit=prefetch_limit,
+                              rrf_k=rrf_k, boosts=list(boosts), candidates=candidates)
+        requests = [self._hybrid(scope, search, with_vectors)]
         if explain:
+            flt = _filter(scope, entry_filter)
             requests += [qm.QueryRequest(query=list(vectors.dense), using=DENSE, limit=prefetch_limit, filter=flt),
                          qm.QueryRequest(query=_sparse(vectors), using=SPARSE, limit=prefetch_limit, filter=flt,
-                                         params=idf)]
+                                         params=_scope_idf(scope))]
         with _reachable("a hybrid query"):
             results = await self._client.query_batch_points(self._collection, requests=requests)
         return to_hits(results[0].points, [r.points for r in results[1:]], with_vectors)
+
+    async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch]) -> list[list[ScoredEntry]]:
+        """Several hybrid searches in one request to the server, each under the scope's filter."""
+        if not searches:
+            return []
+        with _reachable("a batch of hybrid queries"):
+            results = await self._client.query_batch_points(self._collection,
+                                                            requests=[self._hybrid(scope, s) for s in searches])
+        return [to_hits(r.points, [], with_vectors=False) for r in results]
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:

@@ -25,7 +25,7 @@ GOOD_TURN = json.loads(make_turn("I moved to Lisbon.", conversation_id="c1", tur
     ("recall", b'{"query": "hi", "colour": "red"}', "invalid_request", "colour"),
     ("recall", json.dumps({"query": "x" * 5000}).encode(), "invalid_request", "query"),
     ("recall", b'{"query": "hi", "filters": {"since": "2024-01-01"}}', "invalid_request", "timezone"),
-    ("recall", b'{"query": "hi", "mode": "deep"}', "invalid_request", "LLM"),
+    ("recall", b'{"query": "hi", "mode": "shallow"}', "invalid_request", "mode"),
     ("recall", b'{"query": "hi", "tenant_id": "someone-else"}', "forbidden", "someone-else"),
     ("recall", b"[1, 2]", "invalid_request", ""),
     ("entries", b'{"op": "get"}', "invalid_request", "needs ids"),

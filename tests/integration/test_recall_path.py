@@ -2,10 +2,7 @@
 import dataclasses
 from datetime import UTC, datetime
 
-import pytest
-
 from shared.contract import RecallFilters, RecallRequest
-from shared.errors import InvalidRequest
 from shared.ingest import windows
 from shared.ingest.writer import memorize
 from shared.retrieval import recall
@@ -119,9 +116,15 @@ async def test_diversity_and_smoothing_reorder_the_boosted_candidates(memory: Me
     assert lent.explanation is not None and any("Marta" in b for b in lent.explanation.boosts)
 
 
-async def test_deep_mode_without_an_llm_is_a_clear_error(memory: Memory) -> None:
-    with pytest.raises(InvalidRequest, match="LLM"):
-        await recall(memory.retrieval, unique("t"), RecallRequest(query="anything", mode="deep"))
+async def test_deep_mode_without_an_llm_answers_as_fast_and_says_so(memory: Memory) -> None:
+    tenant = unique("t")
+    await store_chat(memory, tenant, size=1)
+    request = RecallRequest(query="what does marta lend?", k=3, explain=True)
+    fast = await recall(memory.retrieval, tenant, request)
+    deep = await recall(memory.retrieval, tenant, request.model_copy(update={"mode": "deep"}))
+    assert [e.id for e in deep.entries] == [e.id for e in fast.entries]
+    assert deep.deep is not None and deep.deep.stopped == "no_model" and deep.deep.rounds == 0
+    assert fast.deep is None
 
 
 async def test_chinese_question_finds_its_entry_by_dense_and_by_sparse_search(memory: Memory) -> None:

@@ -15,6 +15,7 @@ from shared.store import (
     Condition,
     EdgeStore,
     EntryFilter,
+    HybridSearch,
     MemoryEntry,
     Scope,
     SparseVector,
@@ -325,3 +326,19 @@ async def test_tenants_lists_every_tenant_with_entries_and_nothing_else(store: S
     listed = await store.tenants()
     assert {first, second} <= set(listed)
     assert len(listed) == len(set(listed))
+
+
+async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_in_scope(store: Store) -> None:
+    mine, theirs = unique("t"), unique("t")
+    await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], text="first"),
+                        item(mine, ["b"], dense=[0, 1, 0, 0], terms=[2], text="second"),
+                        item(theirs, ["a"], dense=[1, 0, 0, 0], terms=[1], text="theirs")])
+    scope = Scope(tenant_id=mine)
+    searches = [HybridSearch(vectors=query([1, 0, 0, 0], [1]), limit=1),
+                HybridSearch(vectors=query([0, 1, 0, 0], [2]), limit=1),
+                HybridSearch(vectors=query([1, 0, 0, 0], [1]), limit=5)]
+    batch = await store.hybrid_batch(scope, searches)
+    assert [[h.entry.text for h in hits] for hits in batch] == [["first"], ["second"], ["first", "second"]]
+    single = await store.hybrid_query(scope, query([0, 1, 0, 0], [2]), limit=1)
+    assert [h.entry.id for h in single] == [h.entry.id for h in batch[1]]
+    assert await store.hybrid_batch(scope, []) == []

@@ -24,7 +24,13 @@ def stated(ts: datetime, lang: str) -> str:
     return f" (stated {ts.day} {ts.strftime('%B %Y')})"
 
 
-def _keywords(fact: Fact) -> list[str]:
+def importance_of(attribute: str) -> float:
+    """How much a fact of this attribute matters (facts that stay true for years and answer many questions most)."""
+    return _IMPORTANCE.get(attribute.split(":", 1)[0], 0.7)
+
+
+def keywords_of(fact: Fact) -> list[str]:
+    """Search words of a fact: its attribute's words, and its value's unless the value is a verdict ("likes")."""
     base = fact.attribute.split(":", 1)[0]
     words = _WORD.findall(fact.attribute.replace("_", " "))
     # A verdict ("likes") is no search term, and a Chinese plan's value runs its date into its words ("6月去日本").
@@ -40,10 +46,9 @@ def _keywords(fact: Fact) -> list[str]:
 
 def draft(fact: Fact, turn: Turn, lang: str) -> Draft:
     """The draft of one fact stated in `turn`: kind "fact", the slot set, the turn its only source."""
-    base = fact.attribute.split(":", 1)[0]
     return Draft(
         kind="fact", text=fact.statement + stated(turn.ts, lang),
         persons=[turn.speaker, *(p for p in fact.persons if p != turn.speaker)],
-        entities=list(dict.fromkeys(fact.entities)), keywords=_keywords(fact), occurred_at=turn.ts,
-        source_turn_ids=[turn.turn_id], importance=_IMPORTANCE.get(base, 0.7),
+        entities=list(dict.fromkeys(fact.entities)), keywords=keywords_of(fact), occurred_at=turn.ts,
+        source_turn_ids=[turn.turn_id], importance=importance_of(fact.attribute),
         slot=Slot(subject=turn.speaker, attribute=fact.attribute, value=fact.value))

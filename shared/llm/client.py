@@ -1,0 +1,182 @@
+"""Asking the chat model for structured output: one place for the response format, validation and one repair
+round, the tenant's token budget, the circuit breaker, the concurrency limit, backoff and the metrics.
+
+Every caller has an offline path; when `ask` raises, the caller takes it and counts the fallback (`fell_back`).
+"""
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, RateLimitError
+from pydantic import ValidationError
+
+from shared.errors import EngramError, LlmInvalid, LlmUnavailable
+from shared.llm import prompts
+from shared.llm.breaker import Breaker
+from shared.llm.budget import TokenLedger
+from shared.llm.schemas import Output, Purpose
+from shared.runtime import metrics
+from shared.settings import Settings
+from shared.text import tokens
+
+log = logging.getLogger("engram.llm")
+
+T = TypeVar("T", bound=Output)
+Check = Callable[[Any], str | None]  # a problem with a valid answer ("ids outside the window"), or None
+
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+MESSAGE_TOKENS = 4  # what each message adds to the prompt besides its text, when a server reports no usage
+
+
+def parse(content: str, schema: type[T]) -> T:
+    """The answer as `schema`, from bare JSON, a fenced block, or the outermost braces of a chatty reply.
+
+    Raises ValueError saying what is wrong, in words the repair round hands back to the model.
+    """
+    text = content.strip()
+    if "{" not in text and "[" not in text:
+        raise ValueError("the reply holds no JSON object")
+    candidates = [text]
+    candidates += [m.group(1) for m in _FENCE.finditer(text)]
+    if "{" in text and "}" in text:
+        candidates.append(text[text.index("{"):text.rindex("}") + 1])
+    problem = "the reply holds no JSON object"
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            problem = f"the reply is not valid JSON ({exc.msg} at character {exc.pos})"
+            continue
+        if not isinstance(data, dict):
+            problem = "the reply is JSON but not an object"
+            continue
+        try:
+            return schema.model_validate(data)
+        except ValidationError as exc:
+            problem = "the JSON does not match the schema: " + "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5])
+    raise ValueError(problem)
+
+
+def fell_back(purpose: Purpose, exc: Exception) -> str:
+    """Count and log that `purpose` took the offline path because of `exc`; returns the reason."""
+    reason = getattr(exc, "reason", "error")
+    metrics.llm_fallbacks_total.labels(purpose, reason).inc()
+    log.warning("llm %s fell back to the offline path: %s (%s)", purpose, reason, exc)
+    return str(reason)
+
+
+class LlmClient:
+    """The chat model behind `settings.llm_*`, shared by every purpose of one process.
+
+    Args:
+        client: an opened AsyncOpenAI (tests and callers that share one); by default one is made from settings.
+    """
+
+    def __init__(self, settings: Settings, client: AsyncOpenAI | None = None, ledger: TokenLedger | None = None,
+                 breaker: Breaker | None = None) -> None:
+        self.settings = settings
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "unused"
+        self._client = client or AsyncOpenAI(base_url=settings.llm_base_url, api_key=key,
+                                             timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries)
+        self.ledger = ledger or TokenLedger(settings.llm_tokens_per_hour)
+        self.breaker = breaker or Breaker(settings.llm_breaker_failures, settings.llm_breaker_cooldown_s)
+        self._slots = asyncio.Semaphore(settings.llm_max_concurrency)
+
+    def _format(self, purpose: Purpose, schema: type[Output]) -> tuple[dict[str, Any] | None, str | None]:
+        """The response_format to send and the schema to spell out in the prompt, per server kind."""
+        spec = schema.model_json_schema()
+        mode = self.settings.llm_response_format
+        if mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": purpose, "schema": spec, "strict": False}}, None
+        hint = json.dumps(spec, separators=(",", ":"))
+        if mode == "json_object":  # llama.cpp's server constrains to `schema`; others see it in the prompt
+            return {"type": "json_object", "schema": spec}, hint
+        return None, hint
+
+    async def _call(self, tenant: str, purpose: Purpose, messages: list[dict[str, str]],
+                    response_format: dict[str, Any] | None, timeout_s: float | None) -> str:
+        self.ledger.check(tenant)
+        if not self.breaker.allow():
+            raise LlmUnavailable("breaker_open", "the LLM endpoint failed repeatedly; calls pause for "
+                                                 f"{self.settings.llm_breaker_cooldown_s:g} s")
+        client = self._client
+        if timeout_s is not None:  # a deadline leaves no room for the client's own retries
+            client = client.with_options(timeout=max(timeout_s, 0.05), max_retries=0)
+        extra: dict[str, Any] = {"response_format": response_format} if response_format else {}
+        try:
+            async with self._slots:
+                reply = await client.chat.completions.create(
+                    model=self.settings.llm_model, messages=messages,  # type: ignore[arg-type]
+                    temperature=0, max_tokens=self.settings.llm_max_output_tokens, **extra)
+        except APITimeoutError as exc:
+            self.breaker.failed()
+            raise LlmUnavailable("timeout", f"the LLM endpoint did not answer in time ({exc})") from exc
+        except RateLimitError as exc:
+            self.breaker.failed()
+            raise LlmUnavailable("rate_limited", "the LLM endpoint kept answering 429") from exc
+        except APIConnectionError as exc:
+            self.breaker.failed()
+            raise LlmUnavailable("error", f"the LLM endpoint is unreachable ({exc})") from exc
+        except APIStatusError as exc:
+            self.breaker.failed()
+            raise LlmUnavailable("error", f"the LLM endpoint answered {exc.status_code}") from exc
+        self.breaker.succeeded()
+        content = (reply.choices[0].message.content or "") if reply.choices else ""
+        usage = reply.usage
+        prompt = usage.prompt_tokens if usage else sum(
+            tokens.count(m["content"], self.settings.tokenizer) + MESSAGE_TOKENS for m in messages)
+        completion = usage.completion_tokens if usage else tokens.count(content, self.settings.tokenizer)
+        metrics.llm_tokens_total.labels(purpose, "prompt").inc(prompt)
+        metrics.llm_tokens_total.labels(purpose, "completion").inc(completion)
+        self.ledger.spend(tenant, purpose, prompt + completion)
+        return content
+
+    async def ask(self, tenant: str, purpose: Purpose, document: str, schema: type[T], check: Check | None = None,
+                  timeout_s: float | None = None) -> T:
+        """The model's answer to `document`, validated as `schema` and by `check`, repaired once if need be.
+
+        Raises LlmUnavailable (no answer: budget, breaker, timeout, 429s, outage) or LlmInvalid (answers that do
+        not validate twice); the caller then takes its offline path.
+        """
+        started = time.perf_counter()
+        response_format, hint = self._format(purpose, schema)
+        messages = prompts.messages(purpose, document, hint)
+        outcome = "error"
+        try:
+            for attempt in range(2):
+                content = await self._call(tenant, purpose, messages, response_format,
+                                           None if timeout_s is None else timeout_s - (time.perf_counter() - started))
+                try:
+                    answer = parse(content, schema)
+                    problem = check(answer) if check else None
+                except ValueError as exc:
+                    problem = str(exc)
+                if problem is None:
+                    outcome = "ok" if attempt == 0 else "repaired"
+                    return answer
+                log.info("llm %s answer invalid (%s)%s", purpose, problem, "; asking again" if not attempt else "")
+                messages = [*messages, {"role": "assistant", "content": content[:4000]},
+                            {"role": "user", "content": f"That reply was invalid: {problem}. Answer the same "
+                                                        "task again with only the corrected JSON object."}]
+            outcome = "invalid"
+            raise LlmInvalid(f"the LLM's {purpose} answer did not validate after a repair round: {problem}")
+        except EngramError as exc:
+            outcome = getattr(exc, "reason", outcome)
+            raise
+        finally:
+            metrics.llm_calls_total.labels(purpose, outcome).inc()
+            metrics.llm_seconds.labels(purpose).observe(time.perf_counter() - started)
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        await self._client.close()
+
+
+def open_llm(settings: Settings) -> LlmClient | None:
+    """The configured chat model, or None (everything offline)."""
+    return LlmClient(settings) if settings.llm_enabled else None

@@ -1,0 +1,115 @@
+"""The LLM client and compressor over the real openai client and the OpenAI-speaking fake: the three response
+formats servers need, the per-tenant budget, and a window compressed twice leaving one set of statements."""
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from shared.compress import OfflineCompressor
+from shared.compress.llm import LlmCompressor
+from shared.compress.model import Window
+from shared.ingest.writer import Writer, build, memorize, save
+from shared.llm import LlmClient
+from shared.llm.schemas import Summary
+from shared.settings import Settings
+from shared.store import EntryFilter, Scope, all_entries
+from tests.conftest import conversation, unique
+from tests.fakes.openai_server import FakeOpenAI, serve
+from tests.integration.conftest import Memory
+
+CHAT = [("Ana", "I moved to Porto last month and I love the river walks."),
+        ("Bea", "Nice! Did you find a job there yet?"),
+        ("Ana", "Yes, I work at Farfetch now. Yesterday I adopted a dog named Luna."),
+        ("Bea", "Congratulations, Ana!")]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with serve() as server:
+        yield server
+
+
+def llm_settings(fake: FakeOpenAI, **change: Any) -> Settings:
+    return Settings(llm_base_url=fake.url, llm_model="fake-model", llm_max_retries=0, llm_timeout_s=2.0,
+                    **change)
+
+
+def window(tenant: str, conversation_id: str = "c1") -> Window:
+    return Window(tenant_id=tenant, conversation_id=conversation_id,
+                  turns=conversation(CHAT, conversation_id=conversation_id))
+
+
+def summary_doc() -> str:
+    from shared.llm import prompts
+
+    turns = conversation(CHAT)
+    return prompts.document("summary", language="en", previous_summary="", max_words=50,
+                            turns=[prompts.turn_json(t) for t in turns])
+
+
+@pytest.mark.parametrize("response_format", ["json_schema", "json_object", "prompt"])
+async def test_each_response_format_is_sent_as_its_servers_expect_and_parsed(fake: FakeOpenAI,
+                                                                            response_format: str) -> None:
+    llm = LlmClient(llm_settings(fake, llm_response_format=response_format))
+    try:
+        answer = await llm.ask("t1", "summary", summary_doc(), Summary)
+    finally:
+        await llm.close()
+    assert "Ana" in answer.summary and "Porto" in answer.summary
+    body = fake.requests[-1]["body"]
+    system = body["messages"][0]["content"]
+    if response_format == "json_schema":
+        assert body["response_format"]["json_schema"]["schema"]["title"] == "Summary"
+        assert "JSON schema" not in system
+    elif response_format == "json_object":  # llama.cpp's server constrains to `schema`; the prompt spells it out
+        assert body["response_format"]["type"] == "json_object" and body["response_format"]["schema"]
+        assert "JSON schema" in system
+    else:  # no response_format at all: the model answers in prose with a fenced block, which is parsed
+        assert "response_format" not in body and "JSON schema" in system
+
+
+async def test_a_tenant_past_its_hourly_budget_gets_the_offline_path_and_others_do_not(fake: FakeOpenAI) -> None:
+    settings = llm_settings(fake, llm_tokens_per_hour=1500)
+    llm = LlmClient(settings)
+    compressor = LlmCompressor(llm, OfflineCompressor())
+    refused = REGISTRY.get_sample_value("engram_llm_fallbacks_total",
+                                        {"purpose": "compress", "reason": "over_budget"}) or 0
+    try:
+        spent = []
+        for i in range(4):
+            drafts = await compressor.compress(window("heavy", f"c{i}"))
+            spent.append(len(drafts) > 1)
+        assert spent[0] and not spent[-1]  # statements while the budget lasts, then the episode alone
+        assert llm.ledger.spent("heavy") >= 1500
+        assert len(await compressor.compress(window("calm"))) > 1
+    finally:
+        await llm.close()
+    assert (REGISTRY.get_sample_value("engram_llm_fallbacks_total",
+                                      {"purpose": "compress", "reason": "over_budget"}) or 0) > refused
+    assert fake.chat_calls == spent.count(True) + 1
+
+
+async def test_a_window_compressed_again_keeps_one_set_of_statements(fake: FakeOpenAI, memory: Memory) -> None:
+    llm = LlmClient(llm_settings(fake))
+    writer = dataclasses.replace(memory.writer, compressor=LlmCompressor(llm, OfflineCompressor()))
+    tenant = unique("t")
+    try:
+        first = [e for e in await memorize(writer, [window(tenant)]) if e.kind == "fact"]
+        assert len(first) >= 3
+        fake.misbehave = "junk"  # the second compression (a redelivery after a crash) falls back: no statements
+        built = await build(writer, [window(tenant)])
+        await save(writer, built)
+    finally:
+        await llm.close()
+    stored = await all_entries(memory.store, Scope(tenant_id=tenant), EntryFilter(kinds=["fact"]))
+    assert stored == []
+    assert len(await all_entries(memory.store, Scope(tenant_id=tenant))) == 1  # the episode, once
+
+
+async def test_the_offline_compressor_writes_no_statements_and_deletes_none(memory: Memory) -> None:
+    tenant = unique("t")
+    writer: Writer = memory.writer
+    built = await build(writer, [window(tenant)])
+    assert built.stale == {} and [e.entry.kind for e in built.items] == ["episodic"]

@@ -1,0 +1,88 @@
+"""The LLM client's parts alone: parsing what a model returns, the circuit breaker, the per-tenant token ledger."""
+import pytest
+
+from shared.errors import LlmUnavailable
+from shared.llm import parse
+from shared.llm.breaker import Breaker
+from shared.llm.budget import TokenLedger
+from shared.llm.schemas import CompressedWindow, SameFactGroups, Summary
+
+
+def test_bare_fenced_and_chatty_json_all_parse() -> None:
+    assert parse('{"summary": "Ana moved."}', Summary).summary == "Ana moved."
+    assert parse('Sure!\n```json\n{"summary": "Ana moved."}\n```\nAnything else?', Summary).summary == "Ana moved."
+    assert parse('Here you go: {"summary": "Ana moved."} Hope it helps', Summary).summary == "Ana moved."
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ('{"statements": [{"text": "Ana', "not valid JSON"),
+    ("I cannot help with that.", "no JSON object"),
+    ('["a", "b"]', "not an object"),
+    ('{"items": []}', "does not match the schema"),
+    ('{"statements": [{"text": "Ana moved.", "source_turn_ids": []}]}', "source_turn_ids"),
+])
+def test_invalid_answers_say_what_is_wrong(content: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        parse(content, CompressedWindow)
+
+
+def test_unknown_fields_are_ignored_and_types_checked() -> None:
+    answer = parse('{"groups": [["a", "b"]], "confidence": 0.9}', SameFactGroups)
+    assert answer.groups == [["a", "b"]]
+    with pytest.raises(ValueError, match="groups"):
+        parse('{"groups": "a,b"}', SameFactGroups)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_breaker_opens_after_consecutive_failures_and_half_opens_after_the_cooldown() -> None:
+    clock = Clock()
+    breaker = Breaker(failures=3, cooldown_s=30, clock=clock)
+    for _ in range(2):
+        assert breaker.allow()
+        breaker.failed()
+    breaker.succeeded()  # a success in between resets the count
+    for _ in range(3):
+        assert breaker.allow()
+        breaker.failed()
+    assert breaker.state == "open" and not breaker.allow()
+    clock.now += 29
+    assert not breaker.allow()
+    clock.now += 2
+    assert breaker.state == "half_open"
+    assert breaker.allow()          # one trial call
+    assert not breaker.allow()      # and only one
+    breaker.failed()                # the trial failed: open again for a whole cooldown
+    assert breaker.state == "open"
+    clock.now += 31
+    assert breaker.allow()
+    breaker.succeeded()
+    assert breaker.state == "closed" and breaker.allow()
+
+
+def test_the_ledger_refuses_a_tenant_past_its_hour_and_resets_on_the_next() -> None:
+    clock = Clock()
+    ledger = TokenLedger(per_hour=1000, clock=clock)
+    ledger.spend("a", "compress", 600)
+    ledger.check("a")
+    ledger.spend("a", "facts", 500)
+    with pytest.raises(LlmUnavailable) as refused:
+        ledger.check("a")
+    assert refused.value.reason == "over_budget"
+    ledger.check("b")  # another tenant's budget is its own
+    clock.now += 3600
+    ledger.check("a")
+    assert ledger.by_purpose("a") == {"compress": 600, "facts": 500}
+    assert ledger.spent("a") == 0
+
+
+def test_no_budget_means_no_limit() -> None:
+    ledger = TokenLedger(per_hour=None)
+    ledger.spend("a", "plan", 10**9)
+    ledger.check("a")
