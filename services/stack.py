@@ -11,6 +11,7 @@ from services.consolidator.app import Consolidator, build_consolidator
 from services.ingestor.app import Ingestor, build_ingestor
 from services.retriever.app import build_retriever
 from shared.embedding import embedding_dim
+from shared.llm import open_llm
 from shared.messaging import nats_server
 from shared.runtime import http
 from shared.runtime.consolidator import ConsolidatorDeps, open_consolidator
@@ -61,9 +62,12 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
         url = nats_url if nats_url is not None else await stack.enter_async_context(nats_url_for(settings))
         store = await open_store(settings, embedding_dim(settings))
         stack.push_async_callback(store.close)
+        llm = open_llm(settings)  # one per process: its budget, breaker and concurrency limit are the process's
+        if llm is not None:
+            stack.push_async_callback(llm.close)
         state = Running(nats_url=url, store=store, health=Health())
         for i in range(ingestors):
-            deps = await stack.enter_async_context(open_ingestor(settings, url, store=store,
+            deps = await stack.enter_async_context(open_ingestor(settings, url, store=store, llm=llm,
                                                                  name=f"engram-ingestor-{i}"))
             state.ingestor_deps.append(deps)
             state.health.check(deps.ready)
@@ -72,7 +76,7 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             stack.push_async_callback(ingestor.stop)
             state.ingestors.append(ingestor)
         for i in range(retrievers):
-            retriever = await stack.enter_async_context(open_retriever(settings, url, store=store,
+            retriever = await stack.enter_async_context(open_retriever(settings, url, store=store, llm=llm,
                                                                        name=f"engram-retriever-{i}"))
             state.retriever_deps.append(retriever)
             state.health.check(retriever.ready)
@@ -80,7 +84,7 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             build_retriever(settings, retriever, state.served[-1])
             await retriever.broker.start()
         for i in range(consolidators):
-            consolidator = await stack.enter_async_context(open_consolidator(settings, url, store=store,
+            consolidator = await stack.enter_async_context(open_consolidator(settings, url, store=store, llm=llm,
                                                                              name=f"engram-consolidator-{i}"))
             state.consolidator_deps.append(consolidator)
             state.health.check(consolidator.ready)

@@ -23,12 +23,17 @@ def _han_share(text: str) -> float:
 
 
 def _statement_problem(window: Window, lang: str, answer: CompressedWindow) -> str | None:
-    ids = {t.turn_id for t in window.turns}
+    by_id = {t.turn_id: t for t in window.turns}
     for i, statement in enumerate(answer.statements):
-        foreign = [t for t in statement.source_turn_ids if t not in ids]
+        foreign = [t for t in statement.source_turn_ids if t not in by_id]
         if foreign:
             return (f"statements[{i}].source_turn_ids has {foreign[:3]}, which are not ids of `turns` "
-                    f"(allowed: {sorted(ids)})")
+                    f"(allowed: {sorted(by_id)})")
+        # A statement belongs to one person: forgetting them must find it, and nobody else may recall it.
+        users = {u for t in statement.source_turn_ids if (u := by_id[t].user_id) is not None}
+        if len(users) > 1:
+            return (f"statements[{i}] restates turns of different users ({sorted(users)}); give each person's "
+                    "turns their own statements")
         if lang == "zh" and _han_share(statement.text) < CHINESE_SHARE:
             return f"statements[{i}].text is not written in Chinese, the language of the turns"
     return None
@@ -66,11 +71,15 @@ class LlmCompressor:
         drafts = []
         for statement in answer.statements:
             sources = sorted(set(statement.source_turn_ids), key=order.__getitem__)
+            # Dated by when it was said, like a fact (its text carries any other date): supersede orders by this,
+            # and a statement of a future plan must not outrank what is said later.
+            owned = [t for t in sources if by_id[t].user_id is not None]
+            sources = owned[:1] + [t for t in sources if t not in owned[:1]]  # its first source names its owner
             drafts.append(Draft(
                 kind="fact", text=statement.text.strip(), persons=list(dict.fromkeys(statement.persons)),
                 entities=list(dict.fromkeys(statement.entities)), keywords=list(dict.fromkeys(statement.keywords)),
                 location=statement.location, topic=statement.topic, importance=statement.importance,
-                occurred_at=statement.occurred_at or by_id[sources[0]].ts, source_turn_ids=sources))
+                occurred_at=by_id[sources[0]].ts, source_turn_ids=sources))
         return episode + drafts
 
 

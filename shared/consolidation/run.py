@@ -121,7 +121,9 @@ async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
     if owner.user_id is None:
         return 0
     current = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
-    facts = [(f, d) for f, d in await read_all(c.store, owner, current, with_vectors=True) if f.attribute is not None]
+    # Facts, and statements the model put in a slot (the slot's current word when newer than its facts).
+    facts = [(f, d) for f, d in await read_all(c.store, owner, current, with_vectors=True)
+             if f.attribute is not None or f.slot_by_model]
     pid = profile.profile_id(owner.tenant, owner.user_id)
     existing = await c.store.get(owner.scope, [pid])
     if not facts:

@@ -6,6 +6,7 @@ statement the model groups with a fact joins that fact's slot (`slot_key`, marke
 grouped alone get a slot of their own, and supersede then decides by time which is current. Slotted facts keep
 their slot, nothing is deleted, and every change is a payload update the entry's history shows.
 """
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,28 +34,23 @@ class Candidate:
 
 
 def neighbourhoods(candidates: Sequence[Candidate], threshold: float = SAME_FACT_COSINE) -> list[list[Candidate]]:
-    """Groups of close candidates (connected by cosine ≥ threshold), each holding one never asked about."""
+    """Disjoint groups to ask about: each starts from a candidate never asked about and takes its closest others
+    (cosine ≥ threshold), up to MAX_GROUP; a candidate left out of a full group starts or joins a later one."""
     if len(candidates) < 2:
         return []
     matrix = np.asarray([c.dense for c in candidates], dtype=np.float32)
     matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-9)
-    close = (matrix @ matrix.T) >= threshold
-    seen: set[int] = set()
+    similar = matrix @ matrix.T
+    grouped: set[int] = set()
     out = []
     for start in range(len(candidates)):
-        if start in seen:
+        if start in grouped or candidates[start].entry.same_fact_checked:
             continue
-        group: list[int] = []
-        todo = [start]
-        seen.add(start)
-        while todo and len(group) < MAX_GROUP:
-            i = todo.pop()
-            group.append(i)
-            for j in np.flatnonzero(close[i]).tolist():
-                if j not in seen:
-                    seen.add(j)
-                    todo.append(j)
-        if len(group) > 1 and any(not candidates[i].entry.same_fact_checked for i in group):
+        order = [int(j) for j in np.argsort(-similar[start]) if j != start and j not in grouped
+                 and similar[start, j] >= threshold]
+        group = [start, *order[:MAX_GROUP - 1]]
+        if len(group) > 1:
+            grouped.update(group)
             out.append([candidates[i] for i in sorted(group)])
     return out
 
@@ -100,7 +96,8 @@ def regroup(group: list[MemoryEntry], answer: SameFactGroups) -> list[Change]:
 async def judge(llm: LlmClient, tenant: str, candidates: Sequence[Candidate]) -> list[Change]:
     """Ask the model about each neighbourhood; one that it cannot answer is asked again on the next run."""
     out: list[Change] = []
-    for hood in neighbourhoods(candidates):
+    # On a worker thread: an owner's similarity matrix must not hold up the lease's renewal (or recalls).
+    for hood in await asyncio.to_thread(neighbourhoods, candidates):
         entries = [c.entry for c in hood]
         document = prompts.document("consolidate", statements=[
             {"id": e.id, "text": e.text, "occurred_at": e.occurred_at, "subject": e.subject,

@@ -44,6 +44,11 @@ class Breaker:
         self._trial_out = False
         metrics.llm_breaker_open.set(0)
 
+    def released(self) -> None:
+        """A call ended without saying anything about the endpoint (cancelled, refused for its own sake): a
+        half-open trial may be made again; the failure count stays."""
+        self._trial_out = False
+
     def failed(self) -> None:
         """A call failed: open after `failures` in a row, or at once when the half-open trial fails."""
         self._consecutive += 1

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, RateLimitError
+from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, AsyncOpenAI, RateLimitError
+from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from shared.errors import EngramError, LlmInvalid, LlmUnavailable
@@ -29,7 +30,9 @@ T = TypeVar("T", bound=Output)
 Check = Callable[[Any], str | None]  # a problem with a valid answer ("ids outside the window"), or None
 
 _FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+_THINKING = re.compile(r"<think>.*?</think>", re.DOTALL)  # reasoning models' scratchpad, braces and all
 MESSAGE_TOKENS = 4  # what each message adds to the prompt besides its text, when a server reports no usage
+MIN_CALL_S = 0.1    # a call with less time than this left before its caller's deadline is not made
 
 
 def parse(content: str, schema: type[T]) -> T:
@@ -37,7 +40,7 @@ def parse(content: str, schema: type[T]) -> T:
 
     Raises ValueError saying what is wrong, in words the repair round hands back to the model.
     """
-    text = content.strip()
+    text = _THINKING.sub("", content).strip()
     if "{" not in text and "[" not in text:
         raise ValueError("the reply holds no JSON object")
     candidates = [text]
@@ -50,7 +53,13 @@ def parse(content: str, schema: type[T]) -> T:
             data = json.loads(candidate)
         except json.JSONDecodeError as exc:
             problem = f"the reply is not valid JSON ({exc.msg} at character {exc.pos})"
-            continue
+            if "{" in candidate:  # prose after the object: read the first whole object
+                try:
+                    data, _ = json.JSONDecoder().raw_decode(candidate[candidate.index("{"):])
+                except json.JSONDecodeError:
+                    continue
+            else:
+                continue
         if not isinstance(data, dict):
             problem = "the reply is JSON but not an object"
             continue
@@ -101,30 +110,59 @@ class LlmClient:
     async def _call(self, tenant: str, purpose: Purpose, messages: list[dict[str, str]],
                     response_format: dict[str, Any] | None, timeout_s: float | None) -> str:
         self.ledger.check(tenant)
+        if timeout_s is not None and timeout_s < MIN_CALL_S:
+            raise LlmUnavailable("deadline", "no time left before the caller's deadline")
         if not self.breaker.allow():
             raise LlmUnavailable("breaker_open", "the LLM endpoint failed repeatedly; calls pause for "
                                                  f"{self.settings.llm_breaker_cooldown_s:g} s")
         client = self._client
-        if timeout_s is not None:  # a deadline leaves no room for the client's own retries
-            client = client.with_options(timeout=max(timeout_s, 0.05), max_retries=0)
+        # A caller's deadline leaves no room for the client's own retries, and its timeouts say nothing about
+        # the endpoint's health, so they never count against the breaker.
+        deadline_bound = timeout_s is not None and timeout_s < self.settings.llm_timeout_s
+        if timeout_s is not None:
+            client = client.with_options(timeout=timeout_s, max_retries=0)
         extra: dict[str, Any] = {"response_format": response_format} if response_format else {}
+        settled = False
         try:
-            async with self._slots:
-                reply = await client.chat.completions.create(
-                    model=self.settings.llm_model, messages=messages,  # type: ignore[arg-type]
-                    temperature=0, max_tokens=self.settings.llm_max_output_tokens, **extra)
-        except APITimeoutError as exc:
-            self.breaker.failed()
+            async with asyncio.timeout(timeout_s):  # waiting for a free slot counts against the deadline too
+                async with self._slots:
+                    reply = await client.chat.completions.create(
+                        model=self.settings.llm_model, messages=messages,  # type: ignore[arg-type]
+                        temperature=0, max_tokens=self.settings.llm_max_output_tokens, **extra)
+            settled = True
+        except (APITimeoutError, TimeoutError) as exc:
+            settled = True
+            if deadline_bound:
+                self.breaker.released()
+            else:
+                self.breaker.failed()
             raise LlmUnavailable("timeout", f"the LLM endpoint did not answer in time ({exc})") from exc
         except RateLimitError as exc:
+            settled = True
             self.breaker.failed()
             raise LlmUnavailable("rate_limited", "the LLM endpoint kept answering 429") from exc
         except APIConnectionError as exc:
+            settled = True
             self.breaker.failed()
             raise LlmUnavailable("error", f"the LLM endpoint is unreachable ({exc})") from exc
         except APIStatusError as exc:
-            self.breaker.failed()
+            settled = True
+            if exc.status_code >= 500:
+                self.breaker.failed()
+            else:  # 4xx: this request was refused (too long, a format the server lacks); the endpoint is up
+                self.breaker.released()
             raise LlmUnavailable("error", f"the LLM endpoint answered {exc.status_code}") from exc
+        except APIError as exc:
+            settled = True
+            self.breaker.failed()
+            raise LlmUnavailable("error", f"the LLM endpoint's answer could not be read ({exc})") from exc
+        finally:
+            if not settled:  # cancelled, or failed in a way that says nothing about the endpoint
+                self.breaker.released()
+        if not isinstance(reply, ChatCompletion):  # e.g. an HTML page from a proxy, with status 200
+            self.breaker.failed()
+            raise LlmUnavailable("error", f"the LLM endpoint answered something other than a chat completion "
+                                          f"({type(reply).__name__})")
         self.breaker.succeeded()
         content = (reply.choices[0].message.content or "") if reply.choices else ""
         usage = reply.usage
@@ -134,6 +172,9 @@ class LlmClient:
         metrics.llm_tokens_total.labels(purpose, "prompt").inc(prompt)
         metrics.llm_tokens_total.labels(purpose, "completion").inc(completion)
         self.ledger.spend(tenant, purpose, prompt + completion)
+        # Per-tenant use, which metrics cannot carry (no tenant labels): one line per call.
+        log.info("llm call tenant=%s purpose=%s prompt_tokens=%d completion_tokens=%d", tenant, purpose, prompt,
+                 completion)
         return content
 
     async def ask(self, tenant: str, purpose: Purpose, document: str, schema: type[T], check: Check | None = None,
@@ -168,6 +209,9 @@ class LlmClient:
         except EngramError as exc:
             outcome = getattr(exc, "reason", outcome)
             raise
+        except Exception as exc:  # never let an unexpected failure skip the caller's offline path
+            outcome = "error"
+            raise LlmUnavailable("error", f"asking the LLM failed ({type(exc).__name__}: {exc})") from exc
         finally:
             metrics.llm_calls_total.labels(purpose, outcome).inc()
             metrics.llm_seconds.labels(purpose).observe(time.perf_counter() - started)

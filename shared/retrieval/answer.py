@@ -27,7 +27,7 @@ async def recent_turns(working_memory: WorkingMemory, tenant: str, request: Reca
         return mine, None
     if len(mine) < len(turns):  # the conversation's summary holds other people's words: summarise these alone
         return summarizer.uncached(mine)
-    return await summarizer.apply(tenant, request.conversation_id, turns)
+    return await summarizer.apply(tenant, request.conversation_id, turns, request.user_id)
 
 
 async def answer_recall(retrieval: Retrieval, working_memory: WorkingMemory, tenant: str,

@@ -2,18 +2,21 @@
 search, and a bounded number of reflection rounds search for what is missing; a deadline bounds it all, and past
 it the recall answers with what it has. Every failure of the model leaves the fast search's answer."""
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from shared.contract import DeepTrace, PlannedSearch, RecallRequest, Timings
 from shared.contract.recall import DeepStop
-from shared.errors import LlmInvalid, LlmUnavailable
+from shared.errors import EngramError, LlmInvalid, LlmUnavailable
 from shared.llm import fell_back, prompts
 from shared.llm.schemas import Reflection, SearchPlan, SubQuery
 from shared.retrieval.recall import Retrieval, entry_filter_of, scope_of, search
 from shared.runtime import metrics
 from shared.store import Boost, Condition, HybridSearch, ScoredEntry, Vectors
+
+log = logging.getLogger("engram.retrieval")
 
 FUSION_K = 10            # rank damping when the searches' lists are fused (1 / (FUSION_K + rank))
 MIN_CALL_S = 0.2         # a model call with less time than this left is not started
@@ -42,7 +45,15 @@ def _boosts(sub: SubQuery, retrieval: Retrieval) -> list[Boost]:
 
 async def _run(retrieval: Retrieval, tenant: str, request: RecallRequest, subs: list[SubQuery], round_no: int,
                state: _State) -> None:
-    """Run sub-queries as one batch: one embedding call, one store call."""
+    """Run sub-queries as one batch: one embedding call, one store call. A failure keeps what was found."""
+    try:
+        await _batch(retrieval, tenant, request, subs, round_no, state)
+    except EngramError as exc:
+        log.warning("a deep recall's searches of round %d failed (%s); it answers with what it has", round_no, exc)
+
+
+async def _batch(retrieval: Retrieval, tenant: str, request: RecallRequest, subs: list[SubQuery], round_no: int,
+                 state: _State) -> None:
     fresh = [s for s in subs if s.query.casefold() not in state.asked]
     if not fresh:
         return
@@ -108,7 +119,10 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         except (LlmUnavailable, LlmInvalid) as exc:
             fell_back("plan", exc)
             plan = None
-            stopped = "deadline" if left() <= 0 else "model_failed"
+            stopped = "deadline" if left() < MIN_CALL_S else "model_failed"
+        except BaseException:
+            fast.cancel()
+            raise
         hits, boosts, applied, timings = await fast
         state.lists.append(hits)
         if plan is not None:
@@ -128,7 +142,7 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
                     reflection = await llm.ask(tenant, "reflect", document, Reflection, timeout_s=left())
                 except (LlmUnavailable, LlmInvalid) as exc:
                     fell_back("reflect", exc)
-                    stopped = "deadline" if left() <= 0 else "model_failed"
+                    stopped = "deadline" if left() < MIN_CALL_S else "model_failed"
                     break
                 if reflection.sufficient or not reflection.missing:
                     stopped = "sufficient"

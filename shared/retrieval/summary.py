@@ -52,10 +52,17 @@ class Summarizer:
             return turns, None
         return keep, extractive("", fold, self._settings.summary_max_words)
 
-    async def apply(self, tenant: str, conversation_id: str, turns: list[Turn]) -> tuple[list[Turn], str | None]:
-        """The turns to return raw and the summary of those before them (None while all fit the budget)."""
+    async def apply(self, tenant: str, conversation_id: str, turns: list[Turn],
+                    user_id: str | None = None) -> tuple[list[Turn], str | None]:
+        """The turns to return raw and the summary of those before them (None while all fit the budget).
+
+        Args:
+            user_id: the request's user; a cached summary that holds anyone else's words is not theirs to see.
+        """
         settings = self._settings
         cached = await self._wm.summary(tenant, conversation_id)
+        if user_id is not None and cached is not None and set(cached.user_ids) - {user_id}:
+            return self.uncached(turns)
         ids = [t.turn_id for t in turns]
         after = turns[ids.index(cached.through_turn_id) + 1:] if cached and cached.through_turn_id in ids else turns
         if _cost(after, settings.tokenizer) <= settings.summary_token_budget:

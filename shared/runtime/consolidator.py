@@ -15,7 +15,7 @@ from shared.consolidation.run import Consolidation
 from shared.consolidation.schedule import Scheduler
 from shared.embedding import Bm25Encoder, embedding_dim
 from shared.ingest.working_memory import WorkingMemory
-from shared.llm import open_llm
+from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
 from shared.settings import Settings
 from shared.store import Store
@@ -42,11 +42,10 @@ class ConsolidatorDeps:
 
 
 @contextlib.asynccontextmanager
-async def open_consolidator(settings: Settings, nats_url: str, *, store: Store,
+async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, llm: LlmClient | None = None,
                             name: str = "engram-consolidator") -> AsyncIterator[ConsolidatorDeps]:
     """Connect the broker and open working memory, the streams and the leases over it; close all on exit."""
     broker, nc = await connection.open_broker(nats_url, name)
-    llm = open_llm(settings)
     try:
         js = nc.jetstream()
         await streams.ensure(js, settings.subject_prefix)
@@ -62,5 +61,3 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store,
                                leases=leases)
     finally:
         await connection.stop_broker(broker)
-        if llm is not None:
-            await llm.close()

@@ -17,7 +17,7 @@ from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embe
 from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
-from shared.llm import LlmClient, open_llm
+from shared.llm import LlmClient
 from shared.messaging import connection, streams
 from shared.settings import Settings
 from shared.store import Store
@@ -44,12 +44,11 @@ class IngestorDeps:
 
 
 @contextlib.asynccontextmanager
-async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
+async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm: LlmClient | None = None,
                         name: str = "engram-ingestor") -> AsyncIterator[IngestorDeps]:
     """Open what an ingestor uses and close it on exit (the store belongs to the caller)."""
     nc = await connection.connect(nats_url, name)
     embedder: Embedder | None = None
-    llm = open_llm(settings)
     try:
         embedder = open_embedder(settings)
         await _warm_up(embedder)
@@ -62,8 +61,6 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store,
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), store, facts=facts)
         yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer, llm=llm)
     finally:
-        if llm is not None:
-            await llm.close()
         if embedder is not None:
             await embedder.close()
         await connection.close(nc)

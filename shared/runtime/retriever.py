@@ -9,7 +9,7 @@ from faststream.nats import NatsBroker
 
 from shared.embedding import Bm25Encoder, Embedder, open_embedder
 from shared.ingest.working_memory import WorkingMemory
-from shared.llm import open_llm
+from shared.llm import LlmClient
 from shared.messaging import connection
 from shared.retrieval import Retrieval, warm_up
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
@@ -37,12 +37,11 @@ class RetrieverDeps:
 
 
 @contextlib.asynccontextmanager
-async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
+async def open_retriever(settings: Settings, nats_url: str, *, store: Store, llm: LlmClient | None = None,
                          name: str = "engram-retriever") -> AsyncIterator[RetrieverDeps]:
     """Connect the broker, open the working-memory bucket over it, load the query model; close all on exit."""
     broker, nc = await connection.open_broker(nats_url, name)
     embedder: Embedder | None = None
-    llm = open_llm(settings)
     try:
         embedder = open_embedder(settings)
         working_memory = await WorkingMemory.open(nc.jetstream(), settings.subject_prefix,
@@ -63,8 +62,6 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store,
             await asyncio.gather(recorder, return_exceptions=True)
             await summarizer.settle()
     finally:
-        if llm is not None:
-            await llm.close()
         await connection.stop_broker(broker)
         if embedder is not None:
             await embedder.close()

@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY
 from shared.compress import OfflineCompressor
 from shared.compress.llm import LlmCompressor
 from shared.compress.model import Window
+from shared.errors import LlmUnavailable
 from shared.ingest.writer import Writer, build, memorize, save
 from shared.llm import LlmClient
 from shared.llm.schemas import Summary
@@ -32,8 +33,8 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 def llm_settings(fake: FakeOpenAI, **change: Any) -> Settings:
-    return Settings(llm_base_url=fake.url, llm_model="fake-model", llm_max_retries=0, llm_timeout_s=2.0,
-                    **change)
+    return Settings(**{"llm_base_url": fake.url, "llm_model": "fake-model", "llm_max_retries": 0,
+                       "llm_timeout_s": 2.0, **change})
 
 
 def window(tenant: str, conversation_id: str = "c1") -> Window:
@@ -113,3 +114,28 @@ async def test_the_offline_compressor_writes_no_statements_and_deletes_none(memo
     writer: Writer = memory.writer
     built = await build(writer, [window(tenant)])
     assert built.stale == {} and [e.entry.kind for e in built.items] == ["episodic"]
+
+
+async def test_a_429_is_retried_with_backoff_and_then_answered(fake: FakeOpenAI) -> None:
+    fake.fail_with, fake.fail_times, fake.retry_after = 429, 2, 0.05
+    llm = LlmClient(llm_settings(fake, llm_max_retries=2))
+    try:
+        answer = await llm.ask("t1", "summary", summary_doc(), Summary)
+    finally:
+        await llm.close()
+    assert "Ana" in answer.summary
+    assert fake.chat_calls == 3 and llm.breaker.state == "closed"
+
+
+async def test_a_deadline_too_close_makes_no_call_and_never_opens_the_breaker(fake: FakeOpenAI) -> None:
+    llm = LlmClient(llm_settings(fake, llm_breaker_failures=1))
+    fake.delay_s = 0.5
+    try:
+        for timeout_s in (0.01, 0.2):
+            with pytest.raises(LlmUnavailable) as failed:
+                await llm.ask("t1", "plan", summary_doc(), Summary, timeout_s=timeout_s)
+            assert failed.value.reason in ("deadline", "timeout")
+    finally:
+        await llm.close()
+    assert llm.breaker.state == "closed"  # the caller's deadline says nothing about the endpoint
+    assert fake.chat_calls == 1

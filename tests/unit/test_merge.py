@@ -48,3 +48,26 @@ def test_a_keeper_whose_group_is_gone_gets_its_own_lists_back() -> None:
     assert merged["k"].source_turn_ids == ["k1", "a1"] and merged["a"].merged_into == "k"
     alone = run({"k": merged["k"]}, vectors)  # a was forgotten
     assert alone["k"].source_turn_ids == ["k1"] and alone["k"].keywords == ["k"] and alone["k"].merged_from == []
+
+
+def test_same_fact_neighbourhoods_leave_no_unasked_candidate_behind() -> None:
+    from datetime import UTC, datetime
+
+    from shared.consolidation.same_fact import MAX_GROUP, Candidate, neighbourhoods
+    from shared.store import MemoryEntry
+
+    def candidate(i: int, checked: bool) -> Candidate:
+        now = datetime(2024, 1, 1, tzinfo=UTC)
+        entry = MemoryEntry(id=f"e{i:02d}", tenant_id="t", conversation_id="c", kind="fact", text=f"statement {i}",
+                            occurred_at=now, created_at=now, updated_at=now, source_turn_ids=[f"t{i}"],
+                            same_fact_checked=checked)
+        return Candidate(entry=entry, dense=[1.0, 0.01 * i])
+
+    # 15 near-identical statements, only the last three never asked about: each of those must be in a group.
+    candidates = [candidate(i, checked=i < 12) for i in range(15)]
+    groups = neighbourhoods(candidates)
+    asked = {c.entry.id for group in groups for c in group}
+    assert {"e12", "e13", "e14"} <= asked
+    assert all(2 <= len(group) <= MAX_GROUP for group in groups)
+    assert len(asked) == sum(len(g) for g in groups)  # disjoint
+    assert neighbourhoods([candidate(i, checked=True) for i in range(5)]) == []
