@@ -12,9 +12,9 @@ from shared.contract.recall import DeepStop
 from shared.errors import EngramError, LlmInvalid, LlmUnavailable
 from shared.llm import fell_back, prompts
 from shared.llm.schemas import Reflection, SearchPlan, SubQuery
-from shared.retrieval.recall import Retrieval, entry_filter_of, scope_of, search
+from shared.retrieval.recall import Retrieval, boosts_for, entry_filter_of, scope_of, search
 from shared.runtime import metrics
-from shared.store import Boost, Condition, HybridSearch, ScoredEntry, Vectors
+from shared.store import HybridSearch, ScoredEntry, Vectors
 
 log = logging.getLogger("engram.retrieval")
 
@@ -29,18 +29,6 @@ class _State:
     lists: list[list[ScoredEntry]]
     searches: list[PlannedSearch]
     asked: set[str]
-
-
-def _boosts(sub: SubQuery, retrieval: Retrieval) -> list[Boost]:
-    settings = retrieval.settings
-    out = []
-    if sub.persons and settings.person_boost:
-        out.append(Boost(weight=settings.person_boost, any_of=[Condition(key="persons", op="any",
-                                                                        value=sub.persons)]))
-    if (sub.since or sub.until) and settings.time_boost:
-        out.append(Boost(weight=settings.time_boost, any_of=[Condition(key="occurred_at", op="range",
-                                                                      gte=sub.since, lt=sub.until)]))
-    return out
 
 
 async def _run(retrieval: Retrieval, tenant: str, request: RecallRequest, subs: list[SubQuery], round_no: int,
@@ -65,7 +53,8 @@ async def _batch(retrieval: Retrieval, tenant: str, request: RecallRequest, subs
     settings = retrieval.settings
     batch = [HybridSearch(vectors=Vectors(dense=d, sparse=v), limit=limit, entry_filter=flt,
                           prefetch_limit=max(settings.prefetch_limit, limit), rrf_k=settings.rrf_k,
-                          boosts=_boosts(s, retrieval), candidates=limit)
+                          boosts=boosts_for(s.persons, [(s.since, s.until)] if s.since or s.until else [],
+                                            settings), candidates=limit)
              for s, d, v in zip(fresh, dense, sparse, strict=True)]
     results = await retrieval.store.hybrid_batch(scope_of(tenant, request), batch)
     for sub, hits in zip(fresh, results, strict=True):

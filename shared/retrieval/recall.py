@@ -75,15 +75,16 @@ def entry_filter_of(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
                        include_merged=_merged_visible(request)), applied
 
 
-def _boosts(query_plan: QueryPlan, settings: Settings) -> list[Boost]:
-    """What the engine should raise: hits naming a person the query names, hits within a time it names."""
+def boosts_for(names: list[str], spans: list[tuple[datetime | None, datetime | None]],
+               settings: Settings) -> list[Boost]:
+    """What the engine should raise: hits naming one of `names`, hits within one of the time `spans` (either end
+    may be open)."""
     out = []
-    if query_plan.names and settings.person_boost:
-        out.append(Boost(weight=settings.person_boost,
-                         any_of=[Condition(key="persons", op="any", value=query_plan.names)]))
-    if query_plan.times and settings.time_boost:
+    if names and settings.person_boost:
+        out.append(Boost(weight=settings.person_boost, any_of=[Condition(key="persons", op="any", value=names)]))
+    if spans and settings.time_boost:
         out.append(Boost(weight=settings.time_boost, any_of=[
-            Condition(key="occurred_at", op="range", gte=t.start, lt=t.end) for t in query_plan.times]))
+            Condition(key="occurred_at", op="range", gte=start, lt=end) for start, end in spans]))
     return out
 
 
@@ -164,7 +165,8 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
             scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse),
             limit=candidates if reorder_here else request.k, entry_filter=entry_filter,
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
-            boosts=_boosts(query_plan, settings), candidates=candidates, explain=request.explain,
+            boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
+            candidates=candidates, explain=request.explain,
             with_vectors=use_mmr)
     except BaseException:
         user_profile.cancel()
