@@ -4,7 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench eval clean
+# Debian packages the tests drive for real: Prometheus (and promtool) and docker-compose (validates the compose file
+# without a Docker engine). Installed only when missing; root or sudo needed then.
+SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus docker-compose:docker-compose
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test lint system-deps bench eval clean
 
 # Reinstall only when pyproject.toml changed since the last install (or the venv is missing).
 $(STAMP): pyproject.toml
@@ -16,12 +21,21 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/engram up
 
-test: $(STAMP) lint
+test: $(STAMP) lint system-deps
 	$(BIN)/python -m pytest -q -ra
 
 lint: $(STAMP)
 	$(BIN)/ruff check shared services tests bench
 	$(BIN)/mypy
+
+system-deps:
+	@missing=$$(for t in $(SYSTEM_TOOLS); do command -v $${t%%:*} >/dev/null || echo $${t#*:}; done | sort -u); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null \
+	  || { $(SUDO) apt-get update -q >/dev/null && \
+	       $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --out bench-out

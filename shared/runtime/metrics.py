@@ -15,7 +15,27 @@ kv_conflicts_total = Counter("engram_kv_conflicts_total", "Working-memory writes
                              "wrote first (compare-and-set)")
 write_seconds = Histogram("engram_window_write_seconds", "Compress + embed + upsert of a batch of windows",
                           buckets=LATENCY_BUCKETS)
+ingest_stage_seconds = Histogram("engram_ingest_stage_seconds", "One stage of writing a batch of windows",
+                                 ["stage"], buckets=LATENCY_BUCKETS)  # stage: compress|embed|upsert
+window_end_to_end_seconds = Histogram("engram_window_end_to_end_seconds", "From a window's last turn reaching "
+                                      "the ingestor to the window's entries being stored",
+                                      buckets=LATENCY_BUCKETS + (30.0, 60.0, 300.0, 900.0))
+consumer_pending = Gauge("engram_consumer_pending", "Messages of the stream not yet delivered to the consumer "
+                         "(read from JetStream)", ["consumer"])
+consumer_ack_pending = Gauge("engram_consumer_ack_pending", "Messages delivered and not yet acknowledged (read "
+                             "from JetStream)", ["consumer"])
+consumer_redelivered = Gauge("engram_consumer_redelivered", "Messages delivered more than once and not yet "
+                             "acknowledged (read from JetStream)", ["consumer"])
 recall_seconds = Histogram("engram_recall_seconds", "Recall handling time", ["mode"], buckets=LATENCY_BUCKETS)
+recall_requests_total = Counter("engram_recall_requests_total", "Recall requests by mode and outcome",
+                                ["mode", "outcome"])  # outcome: ok or the reply's error code
+recall_stage_seconds = Histogram("engram_recall_stage_seconds", "One stage of answering a recall", ["stage"],
+                                 buckets=LATENCY_BUCKETS)  # stage: embed|search|rank|working_memory|deep
+recall_entries_returned = Histogram("engram_recall_entries_returned", "Entries one recall returned", ["mode"],
+                                    buckets=(0, 1, 2, 3, 5, 10, 20, 50, 100))
+recall_empty_total = Counter("engram_recall_empty_total", "Recalls that found no entry", ["mode"])
+recall_context_tokens = Histogram("engram_recall_context_tokens", "Tokens of the context one recall rendered",
+                                  ["mode"], buckets=(0, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000))
 requests_total = Counter("engram_requests_total", "Request-reply messages handled", ["service", "subject",
                                                                                       "outcome"])
 dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to the dead-letter subject",
@@ -45,6 +65,8 @@ consolidation_forgotten_total = Counter("engram_consolidation_forgotten_total", 
 lease_changes_total = Counter("engram_consolidation_lease_changes_total", "Tenant leases taken, given back or lost",
                               ["change"])  # acquired|released|lost
 entries_by_kind = Gauge("engram_entries", "Stored entries by kind, as of the last scheduled pass", ["kind"])
+never_recalled_ratio = Gauge("engram_entries_never_recalled_ratio", "Share of stored entries no recall has "
+                             "returned yet, as of the last scheduled pass")
 recall_hits_recorded_total = Counter("engram_recall_hits_recorded_total",
                                      "Recall hits written to entries' use counts (in batches)")
 
@@ -63,6 +85,9 @@ deep_deadline_total = Counter("engram_recall_deep_deadline_total", "Deep recalls
                               "when their deadline came")
 summaries_total = Counter("engram_working_memory_summaries_total", "Summaries of older working-memory turns",
                           ["source"])  # cached|model|extractive
+
+ready = Gauge("engram_ready", "1 while this process's /readyz answers ready, else 0")
+build_info = Gauge("engram_build_info", "Always 1; the labels say which engram this is", ["version"])
 
 
 def llm_tokens_by_purpose() -> dict[str, int]:
