@@ -7,9 +7,11 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from shared.client.sdk import MemoryClient
 from shared.contract.failures import error_body
 from shared.errors import EngramError
 from shared.runtime import logs
+from shared.security import nats_security
 from shared.settings import Settings
 
 console = Console()
@@ -48,3 +50,9 @@ def run(coro: Coroutine[Any, Any, int | None] | Coroutine[Any, Any, None]) -> No
         raise typer.Exit(2) from exc
     if code:
         raise typer.Exit(code)
+
+
+async def connect_client(url: str, tenant: str, prefix: str, timeout_s: float = 10.0, **options: Any) -> MemoryClient:
+    """The SDK's client for a command, with the identity, TLS and inbox prefix the ENGRAM_NATS_* settings name."""
+    return await MemoryClient.connect(url, tenant, prefix, timeout_s=timeout_s,
+                                      security=nats_security(Settings()), **options)

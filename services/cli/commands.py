@@ -8,9 +8,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from services.cli import output
-from services.cli.base import NatsOpt, TenantOpt, console, load_settings, nats_url, run
+from services.cli.base import NatsOpt, TenantOpt, connect_client, console, load_settings, nats_url, run
 from services.cli.files import read_turns
-from shared.client import MemoryClient, wait_until_stored
+from shared.client import wait_until_stored
 from shared.contract import (
     ConsolidateRequest,
     ConsolidationJob,
@@ -26,7 +26,7 @@ async def publish_file(url: str, tenant: str, path: Path, wait: bool, prefix: st
     turns = read_turns(path)
     conversations = list(dict.fromkeys(t.conversation_id for t in turns))
     started = time.perf_counter()
-    async with await MemoryClient.connect(url, tenant, prefix) as client:
+    async with await connect_client(url, tenant, prefix) as client:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
             task = progress.add_task("publishing turns", total=len(turns))
@@ -56,7 +56,7 @@ def ingest(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, hel
 
 async def _recall(url: str, tenant: str, prefix: str, fields: dict[str, object], as_json: bool) -> None:
     request = RecallRequest.model_validate(fields)  # here, so a bad option is reported like any invalid request
-    async with await MemoryClient.connect(url, tenant, prefix) as client:
+    async with await connect_client(url, tenant, prefix) as client:
         reply = await client.recall(request)
     if as_json:
         console.print_json(reply.model_dump_json())
@@ -81,7 +81,7 @@ def recall(query: str, tenant: TenantOpt = "default", nats: NatsOpt = None,
 
 
 async def _entries(url: str, tenant: str, prefix: str, request: EntriesRequest, as_json: bool) -> None:
-    async with await MemoryClient.connect(url, tenant, prefix) as client:
+    async with await connect_client(url, tenant, prefix) as client:
         reply = await client.entries(request)
     if as_json:
         console.print_json(reply.model_dump_json())
@@ -111,7 +111,7 @@ def entries(tenant: TenantOpt = "default", nats: NatsOpt = None,
 
 async def _forget(url: str, tenant: str, prefix: str, fields: dict[str, object], as_json: bool) -> int:
     request = Forget.model_validate(fields)  # here, so a bad combination of options is reported as invalid
-    async with await MemoryClient.connect(url, tenant, prefix, timeout_s=60) as client:
+    async with await connect_client(url, tenant, prefix, timeout_s=60) as client:
         receipt = await client.forget(user_id=request.user_id, conversation_id=request.conversation_id,
                                       entry_ids=request.entry_ids)
     if as_json:
@@ -135,7 +135,7 @@ def forget(tenant: TenantOpt = "default", nats: NatsOpt = None,
 
 async def _consolidate(url: str, tenant: str, prefix: str, user: str | None, jobs: list[ConsolidationJob],
                        as_json: bool) -> None:
-    async with await MemoryClient.connect(url, tenant, prefix) as client:
+    async with await connect_client(url, tenant, prefix) as client:
         summary = await client.consolidate(user_id=user, jobs=jobs)
     if as_json:
         console.print_json(summary.model_dump_json())

@@ -3,10 +3,9 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from services.cli.base import NatsOpt, TenantOpt, console, load_settings, nats_url, run
+from services.cli.base import NatsOpt, TenantOpt, connect_client, console, load_settings, nats_url, run
 from services.cli.commands import publish_file
 from services.cli.embedded import embedded_stack
-from shared.client import MemoryClient
 from shared.errors import EngramError
 from shared.evaluation.latency import percentiles
 from shared.settings import Settings
@@ -21,7 +20,7 @@ async def _show(url: str, settings: Settings, tenant: str) -> None:
     sample = Path(str(resources.files("services") / "samples" / SAMPLE))
     await publish_file(url, tenant, sample, wait=True, prefix=settings.subject_prefix, timeout_s=120)
     latencies = []
-    async with await MemoryClient.connect(url, tenant, settings.subject_prefix) as client:
+    async with await connect_client(url, tenant, settings.subject_prefix) as client:
         for question in QUESTIONS:
             started = time.perf_counter()
             reply = await client.recall(question, k=2, user_id="user-maya")
@@ -35,7 +34,7 @@ async def _show(url: str, settings: Settings, tenant: str) -> None:
 
 async def _answers(url: str, settings: Settings, tenant: str) -> bool:
     try:
-        client = await MemoryClient.connect(url, tenant, settings.subject_prefix, timeout_s=2,
+        client = await connect_client(url, tenant, settings.subject_prefix, timeout_s=2,
                                             first_connect_timeout_s=2)
     except EngramError:
         return False

@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from services.cli import output
-from services.cli.base import console, err, load_settings, run
+from services.cli.base import connect_client, console, err, load_settings, run
 from services.cli.embedded import embedded_stack
 from shared.client import MemoryClient
 from shared.embedding import open_embedder
@@ -24,7 +24,7 @@ async def _eval(settings: Settings, files: list[Path], ks: list[int], mode: str,
 
     async def evaluate_against(url: str) -> EvalReport:
         async def client_for(tenant: str) -> MemoryClient:
-            return await MemoryClient.connect(url, tenant, settings.subject_prefix, timeout_s=60)
+            return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
 
         return await locomo_run.run(client_for, settings, files, ks, mode, embedder, budget,
                                     progress=lambda message: console.print(f"[dim]{message}[/dim]"))

@@ -27,6 +27,7 @@ from shared.contract import (
 )
 from shared.errors import Timeout, Unavailable, from_code
 from shared.messaging import connection, subjects
+from shared.security import ANONYMOUS, NatsSecurity
 
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
@@ -45,17 +46,19 @@ class MemoryClient:
     @classmethod
     async def connect(cls, url: str, tenant: str, prefix: str = "mem", timeout_s: float = 10.0,
                       first_connect_timeout_s: float = connection.FIRST_CONNECT_TIMEOUT_S,
-                      pending_bytes: int = connection.PENDING_BYTES) -> "MemoryClient":
+                      pending_bytes: int = connection.PENDING_BYTES,
+                      security: NatsSecurity = ANONYMOUS) -> "MemoryClient":
         """Connect to the NATS server engram listens on.
 
         The first connect is tried for `first_connect_timeout_s`, then fails with Unavailable. Once connected, the
         client reconnects for as long as it is open (backing off to a few seconds between attempts), so a NATS
         restart or outage never closes it; meanwhile a publish or request fails with Unavailable or Timeout, and
-        at most `pending_bytes` of outgoing data are buffered.
+        at most `pending_bytes` of outgoing data are buffered. `security` names the identity, TLS and inbox prefix
+        (a product whose NATS user may subscribe only to `_INBOX_<tenant>.>` connects with that inbox prefix).
         """
         validate_tenant(tenant)
         nc = await connection.connect(url, f"engram-client-{tenant}", quiet=True, pending_bytes=pending_bytes,
-                                      first_connect_timeout_s=first_connect_timeout_s)
+                                      first_connect_timeout_s=first_connect_timeout_s, security=security)
         return cls(nc, tenant, prefix, timeout_s)
 
     async def close(self) -> None:

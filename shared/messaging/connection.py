@@ -12,6 +12,7 @@ from nats.aio.client import Client
 from nats.js import errors as js_errors
 
 from shared.errors import Timeout, Unavailable
+from shared.security import ANONYMOUS, NatsSecurity
 
 if TYPE_CHECKING:  # the SDK uses this module too and does not need FastStream
     from faststream.nats import NatsBroker
@@ -38,10 +39,12 @@ def choose_server(servers: list[Any], info: dict[str, Any]) -> tuple[Any, float]
 
 
 async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST_CONNECT_TIMEOUT_S,
-                  pending_bytes: int = PENDING_BYTES, quiet: bool = False) -> Client:
+                  pending_bytes: int = PENDING_BYTES, quiet: bool = False,
+                  security: NatsSecurity = ANONYMOUS) -> Client:
     """Connect to NATS at `url`, trying for `first_connect_timeout_s`; once connected, never give up reconnecting.
 
     Args:
+        security: the identity, TLS and inbox prefix to connect with (anonymous by default).
         pending_bytes: the most a disconnected connection buffers; a publish beyond it fails instead of growing.
         quiet: log connection trouble at DEBUG (a client library should not be loud), else WARNING.
     """
@@ -57,8 +60,7 @@ async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST
         await asyncio.wait_for(nc.connect(
             servers=[url], name=name, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=-1,
             reconnect_time_wait=FIRST_CONNECT_RETRY_S, reconnect_to_server_handler=choose_server,
-            pending_size=pending_bytes,
-            error_cb=on_error), first_connect_timeout_s)
+            pending_size=pending_bytes, error_cb=on_error, **security.client_options()), first_connect_timeout_s)
     except Exception as exc:
         with contextlib.suppress(Exception):
             await nc.close()
@@ -128,7 +130,7 @@ def transient(what: str) -> Iterator[None]:
         raise Unavailable(f"{what} failed: NATS is unavailable ({type(exc).__name__})") from exc
 
 
-async def open_broker(url: str, name: str) -> tuple["NatsBroker", Client]:
+async def open_broker(url: str, name: str, security: NatsSecurity = ANONYMOUS) -> tuple["NatsBroker", Client]:
     """A FastStream broker connected to NATS at `url` (reconnecting forever with backoff), and its connection.
 
     FastStream's access log goes at DEBUG through the service's own logging: every handled request already gets
@@ -141,7 +143,7 @@ async def open_broker(url: str, name: str) -> tuple["NatsBroker", Client]:
 
     broker = NatsBroker(url, name=name, max_reconnect_attempts=-1, connect_timeout=2,
                         reconnect_time_wait=FIRST_CONNECT_RETRY_S, reconnect_to_server_handler=choose_server,
-                        log_level=logging.DEBUG, logger=logging.getLogger("faststream"))
+                        log_level=logging.DEBUG, logger=logging.getLogger("faststream"), **security.broker_options())
     try:
         await check_listening(url)
         nc = await asyncio.wait_for(broker.connect(), FIRST_CONNECT_TIMEOUT_S)

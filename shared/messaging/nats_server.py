@@ -74,11 +74,13 @@ class EmbeddedNats:
             self.process.wait()
 
 
-def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: float = 15.0) -> EmbeddedNats:
+def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: float = 15.0,
+          config: Path | None = None) -> EmbeddedNats:
     """Start nats-server with JetStream storing in `store_dir` and wait until it accepts connections.
 
     Args:
         port: 0 picks a free port.
+        config: a nats-server configuration file (accounts, TLS...); the store, address and port above win.
     """
     store_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port(host)
@@ -87,7 +89,7 @@ def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: fl
                           f"or ENGRAM_NATS_URL=nats://{host}:{port} to use the server already there")
     log_file = store_dir / "nats-server.log"
     cmd = [str(find_binary()), "--jetstream", "--store_dir", str(store_dir), "--addr", host, "--port", str(port),
-           "--log", str(log_file)]
+           "--log", str(log_file), *(("--config", str(config)) if config else ())]
     # start_new_session keeps a Ctrl-C in the terminal from killing the server before engram drains.
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True, env=os.environ.copy())

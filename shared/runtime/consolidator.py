@@ -17,6 +17,7 @@ from shared.embedding import Bm25Encoder, embedding_dim
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
+from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
 
@@ -45,7 +46,7 @@ class ConsolidatorDeps:
 async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, llm: LlmClient | None = None,
                             name: str = "engram-consolidator") -> AsyncIterator[ConsolidatorDeps]:
     """Connect the broker and open working memory, the streams and the leases over it; close all on exit."""
-    broker, nc = await connection.open_broker(nats_url, name)
+    broker, nc = await connection.open_broker(nats_url, name, nats_security(settings))
     try:
         js = nc.jetstream()
         await streams.ensure(js, settings.subject_prefix)

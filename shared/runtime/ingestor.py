@@ -19,6 +19,7 @@ from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.llm import LlmClient
 from shared.messaging import connection, streams
+from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
 
@@ -47,7 +48,7 @@ class IngestorDeps:
 async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm: LlmClient | None = None,
                         name: str = "engram-ingestor") -> AsyncIterator[IngestorDeps]:
     """Open what an ingestor uses and close it on exit (the store belongs to the caller)."""
-    nc = await connection.connect(nats_url, name)
+    nc = await connection.connect(nats_url, name, security=nats_security(settings))
     embedder: Embedder | None = None
     try:
         embedder = open_embedder(settings)

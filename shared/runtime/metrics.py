@@ -19,7 +19,7 @@ ingest_stage_seconds = Histogram("engram_ingest_stage_seconds", "One stage of wr
                                  ["stage"], buckets=LATENCY_BUCKETS)  # stage: compress|embed|upsert
 window_end_to_end_seconds = Histogram("engram_window_end_to_end_seconds", "From a window's last turn reaching "
                                       "the ingestor to the window's entries being stored",
-                                      buckets=LATENCY_BUCKETS + (30.0, 60.0, 300.0, 900.0))
+                                      buckets=(*LATENCY_BUCKETS, 30.0, 60.0, 300.0, 900.0))
 consumer_pending = Gauge("engram_consumer_pending", "Messages of the stream not yet delivered to the consumer "
                          "(read from JetStream)", ["consumer"])
 consumer_ack_pending = Gauge("engram_consumer_ack_pending", "Messages delivered and not yet acknowledged (read "

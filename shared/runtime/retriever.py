@@ -15,6 +15,7 @@ from shared.retrieval import Retrieval, warm_up
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
 from shared.retrieval.summary import Summarizer
 from shared.retrieval.usage import UsageRecorder
+from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
 
@@ -40,7 +41,7 @@ class RetrieverDeps:
 async def open_retriever(settings: Settings, nats_url: str, *, store: Store, llm: LlmClient | None = None,
                          name: str = "engram-retriever") -> AsyncIterator[RetrieverDeps]:
     """Connect the broker, open the working-memory bucket over it, load the query model; close all on exit."""
-    broker, nc = await connection.open_broker(nats_url, name)
+    broker, nc = await connection.open_broker(nats_url, name, nats_security(settings))
     embedder: Embedder | None = None
     try:
         embedder = open_embedder(settings)
