@@ -2,11 +2,13 @@
 from collections import Counter
 
 from faststream.nats import NatsMessage, NatsRouter
+from pydantic import ValidationError
 
 from shared.contract import EntriesRequest, RecallRequest
 from shared.messaging import replies, subjects
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
+from shared.runtime import metrics
 from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
 
@@ -27,7 +29,11 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
                        max_workers=settings.recall_workers)
     async def on_recall(msg: NatsMessage) -> bytes:
         served["recall"] += 1
-        request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
+        try:
+            request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
+        except ValidationError:
+            metrics.recall_requests_total.labels("unknown", "invalid_request").inc()
+            raise
         return replies.encode(await answer_recall(deps.retrieval, deps.working_memory, replies.tenant_of(msg),
                                                   request, deps.summarizer))
 

@@ -101,8 +101,14 @@ class Scheduler:
 
     async def _count(self, tenants: list[str]) -> None:
         store = self.consolidation.store
+        everything = 0
         for kind in get_args(EntryKind):
             total = 0
             for tenant in tenants:
                 total += await store.count(Scope(tenant_id=tenant), EntryFilter(kinds=[kind]))
             metrics.entries_by_kind.labels(kind).set(total)
+            everything += total
+        never = 0
+        for tenant in tenants:
+            never += await store.count(Scope(tenant_id=tenant), EntryFilter(never_recalled=True))
+        metrics.never_recalled_ratio.set(never / everything if everything else 0.0)

@@ -228,6 +228,7 @@ class WindowCloser:
         await self._supersede([i.entry for i in items if i.entry.slot_key], emitted)
         for tenant, conversation_id, sealed in batch:
             await self._complete(tenant, conversation_id, sealed)
+            metrics.window_end_to_end_seconds.observe((datetime.now(UTC) - sealed.sealed_at).total_seconds())
         metrics.windows_written_total.inc(len(batch))
         return len(batch)
 

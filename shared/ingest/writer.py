@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from shared.compress import Compressor, Window
 from shared.compress.model import Draft, FactExtractor
 from shared.embedding import Bm25Encoder, Embedder
+from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, Store, StoredEntry, Vectors, entry_id
 
 # The dense model sees the start of an entry, BM25 all of it. A window of four of the longest turns the contract
@@ -58,9 +59,10 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
     room = writer.compressor.statements_per_window
     for window in windows:
         first = window.turns[0]
-        drafts = await writer.compressor.compress(window)
-        if writer.facts is not None:
-            drafts += await writer.facts.extract(window)
+        with metrics.ingest_stage_seconds.labels("compress").time():
+            drafts = await writer.compressor.compress(window)
+            if writer.facts is not None:
+                drafts += await writer.facts.extract(window)
         by_turn = {t.turn_id: t for t in window.turns}
         statements = 0
         for draft in drafts:
@@ -83,8 +85,9 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
     if not pending:
         return Built([], stale)
     texts = [e.text for e in pending]
-    dense, sparse = await asyncio.gather(writer.embedder.passages([t[:EMBED_CHARS] for t in texts]),
-                                         asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
+    with metrics.ingest_stage_seconds.labels("embed").time():
+        dense, sparse = await asyncio.gather(writer.embedder.passages([t[:EMBED_CHARS] for t in texts]),
+                                             asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
     return Built([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s))
                   for e, d, s in zip(pending, dense, sparse, strict=True)], stale)
 
@@ -96,9 +99,10 @@ async def build_entries(writer: Writer, windows: list[Window], now: datetime | N
 
 async def save(writer: Writer, built: Built) -> None:
     """Upsert the entries, then delete the statements an earlier compression left beyond this one's count."""
-    await writer.store.upsert(built.items)
-    for scope, ids in built.stale.items():
-        await writer.store.delete(scope, ids)
+    with metrics.ingest_stage_seconds.labels("upsert").time():
+        await writer.store.upsert(built.items)
+        for scope, ids in built.stale.items():
+            await writer.store.delete(scope, ids)
 
 
 async def memorize(writer: Writer, windows: list[Window], now: datetime | None = None) -> list[MemoryEntry]:

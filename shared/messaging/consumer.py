@@ -13,8 +13,10 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 
 from shared.messaging.deadletter import Handler, Settler
+from shared.runtime import metrics
 
 log = logging.getLogger("engram.consumer")
+LAG_INTERVAL_S = 5.0  # how often a replica reads its consumer's pending and redelivered counts from JetStream
 
 
 class PullConsumer:
@@ -31,6 +33,7 @@ class PullConsumer:
         self._subscription: JetStreamContext.PullSubscription | None = None
         self.stopping = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self._lag: asyncio.Task[None] | None = None
 
     async def start(self) -> "asyncio.Task[None]":
         """Create (or update) the durable consumer and start pulling; returns the loop's task."""
@@ -38,7 +41,22 @@ class PullConsumer:
         await self._js.add_consumer(self._stream, self._config)
         self._subscription = await self._js.pull_subscribe_bind(self._config.durable_name, stream=self._stream)
         self.task = asyncio.create_task(self._loop(self._subscription), name=f"consumer-{self._config.durable_name}")
+        self._lag = asyncio.create_task(self._report_lag(self._config.durable_name), name="consumer-lag")
         return self.task
+
+    async def _report_lag(self, durable: str) -> None:
+        """Export what JetStream says of the consumer: not yet delivered, unacknowledged, delivered again."""
+        while not self.stopping.is_set():
+            try:
+                info = await self._js.consumer_info(self._stream, durable)
+            except Exception as exc:  # NATS away: the gauges keep their last reading until it is back
+                log.debug("reading %s's consumer info failed: %s", durable, exc)
+            else:
+                metrics.consumer_pending.labels(durable).set(info.num_pending or 0)
+                metrics.consumer_ack_pending.labels(durable).set(info.num_ack_pending or 0)
+                metrics.consumer_redelivered.labels(durable).set(info.num_redelivered or 0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), LAG_INTERVAL_S)
 
     async def _loop(self, subscription: JetStreamContext.PullSubscription) -> None:
         # A stop flag, not only cancellation: nats-py's fetch can turn a cancel into a timeout.
@@ -56,6 +74,9 @@ class PullConsumer:
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Finish the batch in hand (up to `timeout_s`), then stop; unacked messages go to another replica."""
         self.stopping.set()
+        if self._lag is not None:
+            self._lag.cancel()
+            await asyncio.gather(self._lag, return_exceptions=True)
         if self.task is not None:
             _, pending = await asyncio.wait([self.task], timeout=timeout_s)
             for task in pending:

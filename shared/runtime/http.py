@@ -6,6 +6,7 @@ ASGI handlers. Measured against the hand-written server this replaced (1,000 seq
 """
 import asyncio
 import contextlib
+import importlib.metadata
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, MutableMapping
@@ -16,9 +17,11 @@ import uvicorn
 from faststream.asgi import AsgiResponse, get
 
 from shared.errors import ConfigError
+from shared.runtime import metrics
 from shared.runtime.health import Health
 
 log = logging.getLogger("engram.http")
+READINESS_INTERVAL_S = 5.0
 Scope = MutableMapping[str, Any]
 Asgi = Callable[[Scope, Any, Any], Awaitable[None]]
 
@@ -33,6 +36,7 @@ def app(health: Health) -> Asgi:
     @get
     async def readyz(scope: Scope) -> AsgiResponse:
         problem = await health.problem()
+        metrics.ready.set(problem is None)
         if problem is None:
             return AsgiResponse(b"ready\n", status_code=200, headers={"content-type": "text/plain"})
         return AsgiResponse(f"{problem}\n".encode(), status_code=503, headers={"content-type": "text/plain"})
@@ -84,9 +88,31 @@ async def serving(host: str, port: int, health: Health) -> AsyncIterator[int]:
         sock.close()
         raise ConfigError(f"the HTTP server on {host}:{bound} did not start: {task.exception()!r}")
     log.info("metrics and health on http://%s:%d", host, bound)
+    metrics.build_info.labels(_version()).set(1)
+    watcher = asyncio.create_task(_watch_readiness(health), name="readiness")
     try:
         yield bound
     finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
         server.should_exit = True
         await task
         sock.close()
+
+
+async def _watch_readiness(health: Health) -> None:
+    """Keep engram_ready current between /readyz probes, so an alert sees a process that stopped being ready."""
+    while True:
+        try:
+            metrics.ready.set(await health.problem() is None)
+        except Exception as exc:  # a check that fails to answer counts as not ready
+            log.debug("readiness check failed: %s", exc)
+            metrics.ready.set(0)
+        await asyncio.sleep(READINESS_INTERVAL_S)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("engram")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

@@ -17,8 +17,8 @@ write_seconds = Histogram("engram_window_write_seconds", "Compress + embed + ups
                           buckets=LATENCY_BUCKETS)
 ingest_stage_seconds = Histogram("engram_ingest_stage_seconds", "One stage of writing a batch of windows",
                                  ["stage"], buckets=LATENCY_BUCKETS)  # stage: compress|embed|upsert
-window_end_to_end_seconds = Histogram("engram_window_end_to_end_seconds", "From a window's last turn reaching "
-                                      "the ingestor to the window's entries being stored",
+window_end_to_end_seconds = Histogram("engram_window_end_to_end_seconds", "From a window being sealed (its last "
+                                      "turn, its idle timeout or a flush) to its entries being stored",
                                       buckets=(*LATENCY_BUCKETS, 30.0, 60.0, 300.0, 900.0))
 consumer_pending = Gauge("engram_consumer_pending", "Messages of the stream not yet delivered to the consumer "
                          "(read from JetStream)", ["consumer"])
@@ -28,9 +28,9 @@ consumer_redelivered = Gauge("engram_consumer_redelivered", "Messages delivered 
                              "acknowledged (read from JetStream)", ["consumer"])
 recall_seconds = Histogram("engram_recall_seconds", "Recall handling time", ["mode"], buckets=LATENCY_BUCKETS)
 recall_requests_total = Counter("engram_recall_requests_total", "Recall requests by mode and outcome",
-                                ["mode", "outcome"])  # outcome: ok or the reply's error code
+                                ["mode", "outcome"])  # mode: fast|deep|unknown (unreadable); outcome: ok|error code
 recall_stage_seconds = Histogram("engram_recall_stage_seconds", "One stage of answering a recall", ["stage"],
-                                 buckets=LATENCY_BUCKETS)  # stage: embed|search|rank|working_memory|deep
+                                 buckets=LATENCY_BUCKETS)  # stage: working_memory|embed|search|plan (deep)|render
 recall_entries_returned = Histogram("engram_recall_entries_returned", "Entries one recall returned", ["mode"],
                                     buckets=(0, 1, 2, 3, 5, 10, 20, 50, 100))
 recall_empty_total = Counter("engram_recall_empty_total", "Recalls that found no entry", ["mode"])

@@ -137,6 +137,7 @@ class EntryFilter(BaseModel):
     slot_keys: list[str] = Field(default_factory=list)  # any of
     include_superseded: bool = True                    # False: leave out superseded facts
     include_merged: bool = True                        # False: leave out entries merged into another
+    never_recalled: bool = False                       # True: only entries no recall has returned yet
 
 
 class Condition(BaseModel):

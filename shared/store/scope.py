@@ -33,6 +33,8 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
         out.append(Condition(key="superseded_by", op="is_null"))
     if not f.include_merged:
         out.append(Condition(key="merged_into", op="is_null"))
+    if f.never_recalled:
+        out.append(Condition(key="last_accessed_at", op="is_null"))
     return out
 
 

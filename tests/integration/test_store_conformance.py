@@ -342,3 +342,14 @@ async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_
     single = await store.hybrid_query(scope, query([0, 1, 0, 0], [2]), limit=1)
     assert [h.entry.id for h in single] == [h.entry.id for h in batch[1]]
     assert await store.hybrid_batch(scope, []) == []
+
+
+async def test_never_recalled_counts_entries_no_recall_has_returned(store: Store) -> None:
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant)
+    items = [item(tenant, [f"t{i}"], dense=[1, 0, 0, 0], terms=[1]) for i in range(3)]
+    await store.upsert(items)
+    assert await store.count(scope, EntryFilter(never_recalled=True)) == 3
+    await store.set_payload(scope, [items[0].entry.id], {"access_count": 1,
+                                                         "last_accessed_at": "2026-11-24T08:00:00+00:00"})
+    assert await store.count(scope, EntryFilter(never_recalled=True)) == 2
