@@ -73,6 +73,7 @@ class Settings(BaseSettings):
     max_pending_windows: int = Field(default=32, ge=1, le=1000)  # per conversation, before turns are retried
     sweep_interval_s: float = Field(default=2.0, gt=0)        # how often each replica looks for idle windows
     seal_grace_s: float = Field(default=30.0, ge=0)           # then any replica writes another's sealed window
+    turn_retention_days: float | None = Field(default=30.0, gt=0)  # turns kept for `engram rebuild`; None: for ever
     max_deliver: int = Field(default=5, ge=1, le=100)
     ack_wait_s: float = Field(default=30.0, gt=0)
     fetch_batch: int = Field(default=32, ge=1, le=1000)
@@ -149,6 +150,11 @@ class Settings(BaseSettings):
     def llm_enabled(self) -> bool:
         """Whether a chat model is configured (a base URL, or a key for api.openai.com)."""
         return bool(self.llm_base_url or self.llm_api_key)
+
+    @property
+    def turn_retention_s(self) -> float | None:
+        """How long the turns stream keeps a turn, in seconds (None: for ever)."""
+        return self.turn_retention_days * 86400.0 if self.turn_retention_days else None
 
     @property
     def qdrant_path(self) -> Path:

@@ -153,3 +153,32 @@ def consolidate(tenant: TenantOpt = "default", nats: NatsOpt = None,
     request = ConsolidateRequest.model_validate({"user_id": user, "jobs": jobs})  # bad job names are reported
     run(_consolidate(nats_url(settings, nats), tenant, settings.subject_prefix, request.user_id, request.jobs,
                      as_json))
+
+
+async def _rebuild(url: str, prefix: str, into: str, window_turns: int | None, timeout_s: float,
+                   as_json: bool) -> None:
+    async with await connect_client(url, "operator", prefix) as client:
+        with console.status(f"rebuilding into {into!r} (recall keeps answering from the live build)"):
+            report = await client.rebuild(into, window_turns=window_turns, timeout_s=timeout_s)
+    if as_json:
+        console.print_json(report.model_dump_json())
+        return
+    console.print(f"[bold green]{into} is live[/bold green] (replaced {report.replaced}, kept for a rollback) "
+                  f"after {report.seconds:.1f}s")
+    console.print(f"  {report.turns_replayed} turns replayed into {report.windows} windows of up to "
+                  f"{report.window_turns} turns: {report.entries_written} entries")
+    console.print(f"  {report.entries_carried} entries carried over as they were; {report.turns_left_to_live} "
+                  f"turns left to the ingestor; {report.unreadable} unreadable messages skipped; "
+                  f"{report.forgets_applied_again} forgets applied again")
+
+
+def rebuild(into: str = typer.Option(..., "--into", help="name of the new build (letters, digits, _ and -)"),
+            window_turns: int | None = typer.Option(None, "--window-turns", min=1, max=64,
+                                                    help="window size of the new build (default: the consolidator's "
+                                                         "ENGRAM_WINDOW_TURNS)"),
+            nats: NatsOpt = None, timeout_s: float = typer.Option(3600.0, "--timeout", help="seconds to wait"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Derive the long-term memory again from the turns the stream retains into a new build, then switch to it
+    atomically (recall keeps answering throughout)."""
+    settings = load_settings()
+    run(_rebuild(nats_url(settings, nats), settings.subject_prefix, into, window_turns, timeout_s, as_json))

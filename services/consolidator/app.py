@@ -1,4 +1,4 @@
-"""Consolidator: the schedule, and `<prefix>.<tenant>.forget` and `.consolidate` in a queue group."""
+"""Consolidator: the schedule, `<prefix>.<tenant>.forget` and `.consolidate`, and `engram rebuild`, in a queue group."""
 import asyncio
 from dataclasses import dataclass, field
 
@@ -6,9 +6,10 @@ from faststream.nats import NatsMessage, NatsRouter
 
 from shared.consolidation.forget import forget
 from shared.consolidation.schedule import measured
-from shared.contract import ConsolidateRequest, Forget, check_tenant
+from shared.contract import ConsolidateRequest, Forget, RebuildRequest, check_tenant
 from shared.errors import Unavailable
 from shared.messaging import replies, subjects
+from shared.rebuild.run import rebuild
 from shared.runtime import metrics
 from shared.runtime.consolidator import ConsolidatorDeps
 from shared.settings import Settings
@@ -55,6 +56,7 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
                               f"{settings.lease_ttl_s:g} s; ask again later")
         for place, count in result.deleted.model_dump().items():
             metrics.forgotten_total.labels(place).inc(count)
+        deps.rebuilds.forgot(tenant, request)  # a rebuild running here applies it to its new build too
         return replies.encode(result)
 
     @router.subscriber(subjects.nats_wildcard(subjects.consolidate(settings.subject_prefix)), queue=QUEUE)
@@ -69,5 +71,11 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
                               f"{settings.lease_ttl_s:g} s; ask again later")
         return replies.encode(summary)
 
+    @router.subscriber(subjects.rebuild(settings.subject_prefix), queue=QUEUE)
+    async def on_rebuild(msg: NatsMessage) -> bytes:
+        request = RebuildRequest.model_validate_json(msg.body)
+        return replies.encode(await rebuild(deps.for_rebuild(), request))
+
     deps.broker.include_router(router)
     return Consolidator(deps)
+

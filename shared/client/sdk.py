@@ -19,6 +19,8 @@ from shared.contract import (
     Flush,
     Forget,
     ForgetResult,
+    RebuildReport,
+    RebuildRequest,
     RecallRequest,
     RecallResponse,
     Reply,
@@ -138,6 +140,13 @@ class MemoryClient:
         request = ConsolidateRequest(user_id=user_id, jobs=jobs or [])
         return await self._request(subjects.consolidate(self._prefix, self.tenant), request, ConsolidationSummary,
                                    timeout_s)
+
+    async def rebuild(self, into: str, *, window_turns: int | None = None,
+                      timeout_s: float = 3600.0) -> RebuildReport:
+        """Operators only (every tenant's memory): derive the long-term memory again from the retained turns into
+        build `into`, then switch to it; the reply comes when the switch is done."""
+        return await self._request(subjects.rebuild(self._prefix), RebuildRequest(into=into, window_turns=window_turns),
+                                   RebuildReport, timeout_s)
 
     async def raw_request(self, kind: str, payload: bytes) -> dict[str, Any]:
         """Send raw bytes to `<prefix>.<tenant>.<kind>` and return the decoded reply (for debugging and tests)."""

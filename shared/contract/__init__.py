@@ -10,6 +10,8 @@ from shared.contract.admin import (
     EntryView,
     Forget,
     ForgetResult,
+    RebuildReport,
+    RebuildRequest,
 )
 from shared.contract.base import (
     MAX_K,
@@ -50,7 +52,7 @@ __all__ = [
     "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeepTrace",
     "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated",
     "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush",
-    "Forget", "ForgetResult", "PlannedSearch", "RecallFilters", "RecallRequest", "RecallResponse",
-    "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id",
+    "Forget", "ForgetResult", "PlannedSearch", "RebuildReport", "RebuildRequest", "RecallFilters", "RecallRequest",
+    "RecallResponse", "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id",
     "validate_tenant",
 ]

@@ -134,3 +134,34 @@ class ConsolidationSummary(Reply):
     profiles_updated: int = 0
     started_at: AwareDatetime | None = None
     duration_ms: float = 0.0
+
+
+class RebuildRequest(BaseModel):
+    """Re-derive the long-term memory from the turns the stream retains into build `into`, then switch to it.
+
+    The build uses the serving consolidator's embedder, compressor and settings; `window_turns` overrides its
+    window size for this build (set the ingestors' ENGRAM_WINDOW_TURNS to match afterwards).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    into: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    window_turns: int | None = Field(default=None, ge=1, le=64)
+
+
+class RebuildReport(Reply):
+    """What a rebuild did: what it read, wrote and carried over, and which build it replaced (kept, for a
+    rollback)."""
+
+    into: str = ""
+    replaced: str | None = None
+    window_turns: int = 0
+    turns_replayed: int = 0       # turns of the stream that went into the new build's windows
+    turns_left_to_live: int = 0   # turns waiting in working memory: the ingestor writes them into the live build
+    unreadable: int = 0           # stream messages that are not a valid turn or flush (they were dead-lettered)
+    windows: int = 0
+    entries_written: int = 0
+    entries_carried: int = 0      # entries of the old build whose turns the stream no longer holds, or that the
+                                  # ingestor wrote while the rebuild ran, copied as they were
+    forgets_applied_again: int = 0  # forget requests answered during the rebuild, applied to the new build too
+    seconds: float = 0.0

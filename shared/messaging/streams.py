@@ -1,5 +1,6 @@
 """JetStream streams engram owns, named and created in one place, and the listing of a key-value bucket's keys."""
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ from nats.js.kv import KV_MARKER_REASON, KV_OP
 from shared.messaging import subjects
 from shared.messaging.connection import transient
 
+log = logging.getLogger("engram.streams")
 _LISTING_BATCH, _LISTING_FETCH_S, _LISTING_IDLE_S = 1_000, 5.0, 60.0
 
 
@@ -49,15 +51,21 @@ def consolidation_buckets(prefix: str) -> tuple[str, str]:
 INGESTOR_DURABLE = "ingestor"
 TURNS_DUPLICATE_WINDOW_S = 120.0
 DLQ_MAX_AGE_S = 14 * 24 * 3600.0
+DEFAULT_TURN_RETENTION_S = 30 * 24 * 3600.0
 
 
-async def ensure(js: JetStreamContext, prefix: str) -> None:
-    """Create the turns and dead-letter streams, or bring an existing stream's subjects up to date."""
+async def ensure(js: JetStreamContext, prefix: str, turn_retention_s: float | None = DEFAULT_TURN_RETENTION_S) -> None:
+    """Create the turns and dead-letter streams, or bring an existing stream's subjects and age limit up to date.
+
+    The turns stream keeps every turn for `turn_retention_s` (None: for ever) after it is in memory, so that
+    `engram rebuild` can derive the memory again; forget erases a person's turns from it. A stream made by an older
+    engram as a work queue (acked turns gone) cannot change its retention: it is left as it is, with a warning.
+    """
     wanted = [
         StreamConfig(name=turns_stream(prefix), subjects=turns_subjects(prefix), storage=StorageType.FILE,
-                     # A work queue drops a turn once acked: the stream holds only turns not yet in memory.
-                     retention=RetentionPolicy.WORK_QUEUE, duplicate_window=TURNS_DUPLICATE_WINDOW_S,
-                     description="engram: chat turns and flushes, ordered per tenant"),
+                     retention=RetentionPolicy.LIMITS, max_age=turn_retention_s or 0.0,
+                     duplicate_window=TURNS_DUPLICATE_WINDOW_S,
+                     description="engram: chat turns and flushes, ordered per tenant, kept for rebuilds"),
         StreamConfig(name=dlq_stream(prefix), subjects=dlq_subjects(prefix), storage=StorageType.FILE,
                      retention=RetentionPolicy.LIMITS, max_age=DLQ_MAX_AGE_S,
                      description="engram: messages that could not be processed, reason in headers"),
@@ -69,8 +77,19 @@ async def ensure(js: JetStreamContext, prefix: str) -> None:
         except NotFoundError:
             await js.add_stream(config)
             continue
-        if sorted(info.config.subjects or []) != sorted(config.subjects or []):
+        if info.config.retention != config.retention:
+            log.warning("stream %s is a %s stream: it keeps no turns for `engram rebuild`; see the README's "
+                        "upgrade notes to recreate it", config.name, info.config.retention)
+            config.retention, config.max_age = info.config.retention, info.config.max_age
+        if sorted(info.config.subjects or []) != sorted(config.subjects or []) or \
+                (info.config.max_age or 0.0) != (config.max_age or 0.0):
             await js.update_stream(config)
+
+
+async def retains_turns(js: JetStreamContext, prefix: str) -> bool:
+    """Whether the turns stream keeps turns after they are acknowledged (a limits stream, not a work queue)."""
+    info = await js.stream_info(turns_stream(prefix))
+    return info.config.retention == RetentionPolicy.LIMITS
 
 
 def ingestor_consumer(prefix: str, ack_wait_s: float) -> ConsumerConfig:
@@ -117,7 +136,8 @@ async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
 async def matching(js: JetStreamContext, stream: str, subject: str, match: Callable[[bytes], bool]) -> list[int]:
     """Sequences of the messages of `stream` on `subject` (a wildcard allowed) whose data `match`es.
 
-    Reads by sequence, since a work-queue stream admits no second consumer: every such message once.
+    Reads by sequence (a stream made as a work queue by an older engram admits no second consumer): every such
+    message once.
     """
     found: list[int] = []
     seq = 1
@@ -138,6 +158,6 @@ async def delete_matching(js: JetStreamContext, stream: str, subject: str, match
     deleted = 0
     for seq in await matching(js, stream, subject, match):
         with transient(f"erasing message {seq} of {stream}"), contextlib.suppress(NotFoundError):
-            await js.delete_msg(stream, seq)  # NotFound: acknowledged (work queue) or expired meanwhile
+            await js.delete_msg(stream, seq)  # NotFound: expired (or acknowledged from a work queue) meanwhile
             deleted += 1
     return deleted

@@ -53,6 +53,12 @@ def dlq(prefix: str, tenant: str | None = None, service: str | None = None) -> s
     return ".".join((prefix, "dlq", tenant if tenant is not None else WILDCARD, service or ">"))
 
 
+def rebuild(prefix: str) -> str:
+    """`_ENGRAM.<prefix>.rebuild`: request-reply, an operator's `engram rebuild`. Outside `<prefix>.>`, so no
+    product's permissions (`<prefix>.<tenant>.>`) can reach it."""
+    return f"_ENGRAM.{prefix}.rebuild"
+
+
 def kv_key(bucket: str, key: str) -> str:
     """`$KV.<bucket>.<key>`: the subject a key-value entry is stored under (for writes KeyValue has no call for)."""
     return f"$KV.{bucket}.{key}"

@@ -1,22 +1,24 @@
 """What a consolidator opens: its FastStream broker (whose one connection also reaches working memory, the streams
 and the lease buckets), BM25 for profiles, over a store its caller shares. No embedding model: the jobs reuse the
-vectors stored with each entry, and Forget and its check need none."""
+vectors stored with each entry, and Forget and its check need none (a rebuild opens one for its duration)."""
 import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from faststream.nats import NatsBroker
 
-from shared.consolidation.forget import Places
+from shared.consolidation.forget import Places, forget
 from shared.consolidation.lease import Leases
-from shared.consolidation.run import Consolidation
+from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
+from shared.contract import ConsolidateRequest, Forget
 from shared.embedding import Bm25Encoder, embedding_dim
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
+from shared.rebuild.run import RebuildDeps, Rebuilds
 from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
@@ -31,11 +33,30 @@ class ConsolidatorDeps:
     places: Places
     consolidation: Consolidation
     leases: Leases
+    llm: LlmClient | None = None
+    rebuilds: Rebuilds = field(default_factory=Rebuilds)
 
     @property
     def scheduler(self) -> Scheduler:
         """This replica's share of the schedule."""
         return Scheduler(self.consolidation, self.leases, self.settings.consolidate_interval_s)
+
+    def for_rebuild(self) -> RebuildDeps:
+        """What a rebuild run by this replica uses: its store, working memory and stream, and its tenant leases
+        around each tenant's consolidation of the new build and around each forget applied again."""
+        wait_s = self.settings.lease_ttl_s
+
+        async def consolidate_build(store: Store, tenant: str) -> object:
+            jobs = replace(self.consolidation, store=store)
+            return await self.leases.run(tenant, lambda: consolidate(jobs, tenant, ConsolidateRequest()),
+                                         wait_s=wait_s)
+
+        async def forget_again(tenant: str, request: Forget) -> object:
+            return await self.leases.run(tenant, lambda: forget(self.places, tenant, request), wait_s=wait_s)
+
+        return RebuildDeps(settings=self.settings, js=self.places.js, working_memory=self.places.working_memory,
+                           live=self.places.store, llm=self.llm, consolidate=consolidate_build,
+                           forget_again=forget_again, rebuilds=self.rebuilds)
 
     async def ready(self) -> str | None:
         """None if this replica can answer, else why not (for /readyz)."""
@@ -49,7 +70,7 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
     broker, nc = await connection.open_broker(nats_url, name, nats_security(settings))
     try:
         js = nc.jetstream()
-        await streams.ensure(js, settings.subject_prefix)
+        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s)
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
         publish = events.publisher(nc, settings.subject_prefix)
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
@@ -59,6 +80,6 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
         holder = f"{socket.gethostname()}:{os.getpid()}:{name}"
         leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s)
         yield ConsolidatorDeps(settings=settings, broker=broker, places=places, consolidation=consolidation,
-                               leases=leases)
+                               leases=leases, llm=llm)
     finally:
         await connection.stop_broker(broker)

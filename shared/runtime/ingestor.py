@@ -54,7 +54,7 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
         embedder = open_embedder(settings)
         await _warm_up(embedder)
         js = nc.jetstream()
-        await streams.ensure(js, settings.subject_prefix)
+        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s)
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
         buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
                            max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)

@@ -1,9 +1,6 @@
 """Long-term memory: one async Store interface over Qdrant Edge (embedded) and qdrant-client (server)."""
-from pathlib import Path
 
-from qdrant_client import AsyncQdrantClient
 
-from shared.security import qdrant_options
 from shared.settings import Settings
 from shared.store.edge import EdgeStore
 from shared.store.model import (
@@ -30,8 +27,8 @@ __all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "Hyb
 
 
 async def open_store(settings: Settings, dense_dim: int) -> Store:
-    """The store the settings name: a Qdrant server at qdrant_url, else Qdrant Edge in data_dir/qdrant."""
-    if settings.qdrant_url:
-        client = AsyncQdrantClient(url=settings.qdrant_url, **qdrant_options(settings))
-        return await ClientStore.open(client, settings.collection, dense_dim)
-    return EdgeStore.open(Path(settings.qdrant_path), dense_dim)
+    """The live build the settings name: the ENGRAM_COLLECTION alias on a Qdrant server at qdrant_url, else Qdrant
+    Edge in data_dir (see shared/store/builds.py)."""
+    from shared.store.builds import open_live
+
+    return await open_live(settings, dense_dim)

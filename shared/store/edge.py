@@ -83,6 +83,7 @@ class EdgeStore(ByIdMixin):
     def __init__(self, shard: qe.EdgeShard) -> None:
         self._shard = shard
         self._write_lock = asyncio.Lock()
+        self._retired: list[qe.EdgeShard] = []  # replaced by `adopt`; closed with the store (reads may be on them)
 
     @classmethod
     def open(cls, path: Path, dense_dim: int) -> "EdgeStore":
@@ -221,8 +222,24 @@ class EdgeStore(ByIdMixin):
         async with self._write_lock:
             await asyncio.to_thread(self._shard.optimize)
 
+    def view(self) -> "EdgeStore":
+        """Another store over the shard this one serves now, which stays on it after an `adopt` (never close it:
+        this store closes the shard)."""
+        return EdgeStore(self._shard)
+
+    async def adopt(self, other: "EdgeStore") -> None:
+        """Serve from `other`'s shard from now on (a rebuild's switch): writes in progress finish on the old shard
+        first, and `other` must not be used again."""
+        async with self._write_lock:
+            await asyncio.to_thread(self._shard.flush)
+            self._retired.append(self._shard)
+            self._shard = other._shard
+
     async def close(self) -> None:
-        """Flush to disk and close the shard."""
+        """Flush to disk and close the shard (and any it replaced)."""
         async with self._write_lock:
             await asyncio.to_thread(self._shard.flush)
             await asyncio.to_thread(self._shard.close)
+            for shard in self._retired:
+                await asyncio.to_thread(shard.close)
+            self._retired.clear()

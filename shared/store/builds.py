@@ -1,0 +1,142 @@
+"""Builds of the long-term memory: where the live one is, a fresh one for `engram rebuild`, and the atomic switch.
+
+On a Qdrant server, ENGRAM_COLLECTION names an alias; each build is a collection of its own, and the switch moves the
+alias in one request, so every replica reads and writes the new build from its next call. On Qdrant Edge (one
+process), each build is a folder; a pointer file names the live one, and the switch repoints it and hands the new
+shard to the running store.
+"""
+import logging
+import os
+import re
+from pathlib import Path
+
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
+
+from shared.errors import ConfigError, Unavailable
+from shared.security import qdrant_options
+from shared.settings import Settings
+from shared.store.edge import EdgeStore
+from shared.store.protocol import Store
+from shared.store.remote import ClientStore
+
+log = logging.getLogger("engram.builds")
+BUILD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+FIRST_BUILD = "initial"
+
+
+def _edge_root(settings: Settings) -> Path:
+    return Path(settings.qdrant_path)
+
+
+def _pointer(settings: Settings) -> Path:
+    """The file naming the live Edge build (absent: the first build, in data_dir/qdrant itself)."""
+    return _edge_root(settings).with_name("qdrant.live")
+
+
+def edge_builds(settings: Settings) -> Path:
+    """The folder holding every Edge build made by `engram rebuild`."""
+    return _edge_root(settings).with_name("qdrant-builds")
+
+
+def live_edge_path(settings: Settings) -> Path:
+    """The folder of the live Edge build."""
+    pointer = _pointer(settings)
+    if pointer.is_file():
+        name = pointer.read_text().strip()
+        if BUILD_NAME.match(name):
+            return edge_builds(settings) / name
+        log.error("ignoring %s: %r is not a build name", pointer, name)
+    return _edge_root(settings)
+
+
+def physical(settings: Settings, name: str) -> str:
+    """The collection a build lives in on a Qdrant server."""
+    return f"{settings.collection}-{name}"
+
+
+def _client(settings: Settings) -> AsyncQdrantClient:
+    return AsyncQdrantClient(url=settings.qdrant_url, **qdrant_options(settings))
+
+
+async def open_live(settings: Settings, dense_dim: int) -> Store:
+    """The store recall reads and the ingestor writes: the alias on a server (made on first use, pointing at the
+    first build), the live folder on Edge."""
+    if not settings.qdrant_url:
+        return EdgeStore.open(live_edge_path(settings), dense_dim)
+    client = _client(settings)
+    try:
+        aliases = {a.alias_name for a in (await client.get_aliases()).aliases}
+        legacy = settings.collection not in aliases and await client.collection_exists(settings.collection)
+    except Exception as exc:
+        raise Unavailable(f"Qdrant at {settings.qdrant_url} is unreachable: {exc}") from exc
+    if settings.collection not in aliases and not legacy:
+        first = physical(settings, FIRST_BUILD)
+        await ClientStore.open(client, first, dense_dim)
+        await client.update_collection_aliases(change_aliases_operations=[qm.CreateAliasOperation(
+            create_alias=qm.CreateAlias(collection_name=first, alias_name=settings.collection))])
+    return await ClientStore.open(client, settings.collection, dense_dim)
+
+
+async def open_build(settings: Settings, name: str, dense_dim: int) -> Store:
+    """A new, empty build named `name` (nothing of that name may exist yet).
+
+    Raises:
+        ConfigError: a bad or taken name, or a server collection that is not behind an alias (it cannot be
+            switched atomically).
+    """
+    if not BUILD_NAME.match(name):
+        raise ConfigError(f"build name {name!r} must be 1-64 letters, digits, '_' or '-'")
+    if not settings.qdrant_url:
+        folder = edge_builds(settings) / name
+        if folder.exists() or folder == live_edge_path(settings):
+            raise ConfigError(f"a build named {name!r} already exists in {folder}; choose another name")
+        return EdgeStore.open(folder, dense_dim)
+    client = _client(settings)
+    aliases = {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
+    if settings.collection not in aliases:
+        raise ConfigError(f"collection {settings.collection!r} is not an alias, so a rebuild cannot switch to a new "
+                          "build atomically; see the README's upgrade notes")
+    target = physical(settings, name)
+    if await client.collection_exists(target):
+        raise ConfigError(f"collection {target!r} already exists; choose another build name or delete it")
+    return await ClientStore.open(client, target, dense_dim)
+
+
+async def switch(settings: Settings, live: Store, name: str, built: Store) -> str | None:
+    """Make build `name` the live one, atomically; returns the build it replaced (a collection or folder name, kept
+    for a rollback and deleted by hand), if known."""
+    if settings.qdrant_url:
+        client = _client(settings)
+        aliases = {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
+        before = aliases.get(settings.collection)
+        await client.update_collection_aliases(change_aliases_operations=[
+            qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=settings.collection)),
+            qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=physical(settings, name),
+                                                                alias_name=settings.collection))])
+        return before
+    if not isinstance(live, EdgeStore) or not isinstance(built, EdgeStore):
+        raise ConfigError("an Edge build can only replace a running Edge store")
+    previous = live_edge_path(settings)
+    pointer = _pointer(settings)
+    temporary = pointer.with_suffix(".tmp")
+    temporary.write_text(name + "\n")
+    await live.adopt(built)  # from here on every call goes to the new shard
+    os.replace(temporary, pointer)  # and a restart opens it
+    return str(previous)
+
+
+async def current(settings: Settings, live: Store) -> Store:
+    """The build `live` serves now, addressed directly (not through the alias, nor through a store that a switch
+    repoints): where a rebuild finds what to carry over, before and after its switch. Never close it on Edge
+    (it shares the live shard, which the running store closes)."""
+    if not settings.qdrant_url:
+        if not isinstance(live, EdgeStore):
+            raise ConfigError("a rebuild on Qdrant Edge needs the running Edge store")
+        return live.view()
+    client = _client(settings)
+    aliases = {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
+    if settings.collection not in aliases:
+        raise ConfigError(f"collection {settings.collection!r} is not an alias, so a rebuild cannot switch to a new "
+                          "build atomically; see the README's upgrade notes")
+    return ClientStore(client, aliases[settings.collection])

@@ -1,0 +1,101 @@
+"""`engram rebuild`: the memory derived again from the retained turns, with a new window size, while recall answers.
+
+Real nats-server, the three services, Qdrant Edge; the switch is a folder switch, and a restart opens the new build.
+"""
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from services.stack import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import RecallResponse, Turn
+from shared.errors import InvalidRequest
+from shared.messaging import nats_server
+from shared.settings import Settings
+from shared.store import EntryFilter, Scope, Store, all_entries
+from tests.conftest import conversation, unique
+from tests.e2e.conftest import eventually, fast_settings
+
+
+async def _episodes(store: Store, tenant: str) -> list[list[str]]:
+    return [e.source_turn_ids for e in await all_entries(store, Scope(tenant_id=tenant),
+                                                         EntryFilter(kinds=["episodic"], include_merged=False))]
+
+
+LINES = ["I planted {t} seeds by the old oak fence on Monday.", "My sister Clara from Lyon phoned about {t} again.",
+         "The bank approved the loan for a new {t} shed.", "Our dog Pixel chewed the {t} manual to pieces.",
+         "Tomorrow I fly to Osaka for a {t} conference.", "The doctor said my knee needs rest, so no {t} for a while.",
+         "We painted the kitchen yellow while talking about {t}.", "My {t} club elected a new treasurer, Marco."]
+
+
+def _chat(name: str, topic: str, n: int) -> list[Turn]:
+    return conversation([("Ana" if i % 2 == 0 else "Ben", LINES[i % len(LINES)].format(t=topic))
+                         for i in range(n)], conversation_id=name)
+
+
+async def _recall_until(client: MemoryClient, done: asyncio.Event, replies: list[RecallResponse | Exception]) -> None:
+    while not done.is_set():
+        try:
+            replies.append(await client.recall("What notes does Ana keep about gardening?", k=3))
+        except Exception as exc:  # counted, and the test fails on it
+            replies.append(exc)
+        await asyncio.sleep(0.02)
+
+
+async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tmp_path: Path) -> None:
+    settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
+    tenant, other = unique("rb"), unique("rb")
+    gardening, cooking = _chat("garden", "gardening", 8), _chat("kitchen", "cooking", 8)
+    # In working memory during the rebuild: the ingestor writes it.
+    waiting = conversation([("Ana", "Sailing lessons start in June at the harbour in Brest.")], conversation_id="later")
+    server = nats_server.start(tmp_path / "nats")
+    try:
+        async with running(settings, nats_url=server.url) as state, \
+                await MemoryClient.connect(state.nats_url, tenant) as client, \
+                await MemoryClient.connect(state.nats_url, other) as second:
+            await client.publish_turns(gardening)
+            await second.publish_turns(cooking)
+            await client.flush("garden")
+            await second.flush("kitchen")
+            await wait_until_stored(client, gardening, timeout_s=60)
+            await wait_until_stored(second, cooking, timeout_s=60)
+            assert sorted(len(e) for e in await _episodes(state.store, tenant)) == [2, 2, 2, 2]
+            await client.publish_turns(waiting)
+            wm = state.ingestor_deps[0].working_memory
+            await eventually(lambda: wm.get(tenant, "later"), lambda b: b is not None and len(b.open) == 1)
+
+            done, replies = asyncio.Event(), []  # type: ignore[var-annotated]
+            recalling = asyncio.create_task(_recall_until(client, done, replies))
+            report = await client.rebuild("v2", window_turns=4, timeout_s=120)
+            done.set()
+            await recalling
+
+            assert report.into == "v2" and report.window_turns == 4
+            assert report.turns_replayed == 16 and report.turns_left_to_live == 1 and report.windows == 4
+            errors = [r for r in replies if isinstance(r, Exception)]
+            assert not errors and len(replies) >= 5, errors[:3]
+            assert all(r.entries for r in replies if isinstance(r, RecallResponse))
+            # Afterwards recall reads the new build: windows of four turns, every turn in exactly one episode.
+            for who, turns in ((tenant, gardening), (other, cooking)):
+                episodes = await _episodes(state.store, who)
+                assert sorted(len(e) for e in episodes) == [4, 4]
+                assert Counter(t for e in episodes for t in e) == Counter(t.turn_id for t in turns)
+            hits = (await client.recall("gardening notes", k=5)).entries
+            assert hits and all(len(h.source_turn_ids) == 4 for h in hits if h.kind == "episodic")
+            # The turns that waited in working memory land in the new build once their window closes.
+            await client.flush("later")
+            await wait_until_stored(client, waiting, timeout_s=60)
+            assert sorted(len(e) for e in await _episodes(state.store, tenant)) == [1, 4, 4]
+            with pytest.raises(InvalidRequest, match="already exists"):
+                await client.rebuild("v2", timeout_s=60)
+            # forget reaches the retained turns: a rebuild cannot bring the person back.
+            await second.forget(user_id=cooking[0].user_id)
+            again = await client.rebuild("v3", timeout_s=120)
+            assert again.window_turns == settings.window_turns
+            assert await _episodes(state.store, other) == []
+        async with running(settings, nats_url=server.url) as restarted:  # the pointer names the live build
+            assert sorted(len(e) for e in await _episodes(restarted.store, tenant)) == [1, 2, 2, 2, 2]
+    finally:
+        server.stop()
