@@ -31,7 +31,7 @@ class DeletedCounts(BaseModel):
     entries: int = 0            # stored entries, of every kind (superseded and merged-away included)
     working_memory: int = 0     # conversations whose working-memory buffer was removed or had turns taken out
     turns: int = 0              # turn texts held in working memory
-    queued_turns: int = 0       # turns and flushes still in the stream, not yet ingested
+    queued_turns: int = 0       # turns and flushes in the stream (kept for rebuilds, or not yet ingested)
     dead_letters: int = 0       # dead-lettered messages about the subject
 
     @property

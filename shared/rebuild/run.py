@@ -96,6 +96,7 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str, started: fl
     old = await builds.current(settings, deps.live)
     built = await builds.open_build(settings, name, dim)
     embedder = open_embedder(settings)
+    switched = False
     try:
         compressor, facts = compression(settings, deps.llm)
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), built, facts=facts)
@@ -115,22 +116,30 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str, started: fl
         for tenant in sorted(tenants):
             await deps.consolidate(built, tenant)
         replaced = await builds.switch(settings, deps.live, name, built)
+        switched = True
         log.info("rebuild %s is live (it replaced %s)", name, replaced)
         await asyncio.sleep(SETTLE_S)
         carried += await _carry_over(old, deps.live, replay.covered, writer.sparse, tenants)
         forgets = list(deps.rebuilds.forgets)
         for tenant, forget in forgets:
             await deps.forget_again(tenant, forget)
+        await builds.retire(deps.live)
         return RebuildReport(into=name, replaced=replaced, window_turns=settings.window_turns,
                              turns_replayed=replay.turns_replayed, turns_left_to_live=replay.turns_left_to_live,
                              unreadable=replay.unreadable, windows=windows, entries_written=entries,
                              entries_carried=carried, forgets_applied_again=len(forgets),
                              seconds=round(time.perf_counter() - started, 3))
+    except BaseException:
+        if not switched:  # the live build is untouched; the half-made one goes, so the name can be used again
+            log.exception("rebuild %s failed before its switch; the live build is unchanged", name)
+            await builds.discard(settings, name, built)
+        raise
     finally:
         await embedder.close()
         if settings.qdrant_url:  # connections of their own; the live store reaches the new build through the alias
             await old.close()
-            await built.close()
+            if switched:
+                await built.close()
 
 
 async def _write(writer: Writer, windows: list[Window]) -> tuple[int, int]:

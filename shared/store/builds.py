@@ -8,6 +8,7 @@ shard to the running store.
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
 from qdrant_client import AsyncQdrantClient
@@ -124,6 +125,27 @@ async def switch(settings: Settings, live: Store, name: str, built: Store) -> st
     await live.adopt(built)  # from here on every call goes to the new shard
     os.replace(temporary, pointer)  # and a restart opens it
     return str(previous)
+
+
+async def discard(settings: Settings, name: str, built: Store) -> None:
+    """Remove a build that failed half way (never the live one), so its name can be used again."""
+    await built.close()
+    if settings.qdrant_url:
+        client = _client(settings)
+        try:
+            await client.delete_collection(physical(settings, name))
+        finally:
+            await client.close()
+        return
+    folder = edge_builds(settings) / name
+    if folder != live_edge_path(settings):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def retire(live: Store) -> None:
+    """Let go of what a switch replaced in this process (the old Edge shard; nothing on a server)."""
+    if isinstance(live, EdgeStore):
+        await live.close_retired()
 
 
 async def current(settings: Settings, live: Store) -> Store:

@@ -235,6 +235,13 @@ class EdgeStore(ByIdMixin):
             self._retired.append(self._shard)
             self._shard = other._shard
 
+    async def close_retired(self) -> None:
+        """Close the shards `adopt` replaced, once nothing reads them any more (a rebuild's carry-over is done)."""
+        async with self._write_lock:
+            for shard in self._retired:
+                await asyncio.to_thread(shard.close)
+            self._retired.clear()
+
     async def close(self) -> None:
         """Flush to disk and close the shard (and any it replaced)."""
         async with self._write_lock:

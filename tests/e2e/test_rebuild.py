@@ -6,6 +6,7 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
+import nats
 import pytest
 
 from services.stack import running
@@ -97,5 +98,31 @@ async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tm
             assert await _episodes(state.store, other) == []
         async with running(settings, nats_url=server.url) as restarted:  # the pointer names the live build
             assert sorted(len(e) for e in await _episodes(restarted.store, tenant)) == [1, 2, 2, 2, 2]
+    finally:
+        server.stop()
+
+
+async def test_memories_whose_turns_the_stream_no_longer_holds_are_carried_over(tmp_path: Path) -> None:
+    settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
+    tenant = unique("rb")
+    gardening = _chat("garden", "gardening", 8)
+    server = nats_server.start(tmp_path / "nats")
+    try:
+        async with running(settings, nats_url=server.url) as state, \
+                await MemoryClient.connect(state.nats_url, tenant) as client:
+            seqs = await client.publish_turns(gardening)
+            await client.flush("garden")
+            await wait_until_stored(client, gardening, timeout_s=60)
+            nc = await nats.connect(state.nats_url)
+            try:
+                for seq in seqs[:4]:  # as retention would: the oldest turns are gone from the stream
+                    await nc.jetstream().delete_msg("MEM_TURNS", seq)
+            finally:
+                await nc.close()
+            report = await client.rebuild("v2", window_turns=4, timeout_s=120)
+            assert report.turns_replayed == 4 and report.windows == 1 and report.entries_carried >= 2
+            episodes = await _episodes(state.store, tenant)
+            assert sorted(len(e) for e in episodes) == [2, 2, 4]
+            assert Counter(t for e in episodes for t in e) == Counter(t.turn_id for t in gardening)
     finally:
         server.stop()
