@@ -80,7 +80,8 @@ def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: fl
 
     Args:
         port: 0 picks a free port.
-        config: a nats-server configuration file (accounts, TLS...); the store, address and port above win.
+        config: a nats-server configuration file (accounts, TLS...); the address and port above win, and it must
+            not set `jetstream.store_dir` (nats-server refuses a store given twice; the one above is used).
     """
     store_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port(host)

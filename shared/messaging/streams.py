@@ -83,6 +83,7 @@ async def ensure(js: JetStreamContext, prefix: str, turn_retention_s: float | No
             config.retention, config.max_age = info.config.retention, info.config.max_age
         if sorted(info.config.subjects or []) != sorted(config.subjects or []) or \
                 (info.config.max_age or 0.0) != (config.max_age or 0.0):
+            config.num_replicas = info.config.num_replicas  # an operator may have raised it: keep it
             await js.update_stream(config)
 
 
