@@ -76,6 +76,7 @@ async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tm
             assert report.into == "v2" and report.window_turns == 4
             assert report.turns_replayed == 16 and report.turns_left_to_live == 1 and report.windows == 4
             errors = [r for r in replies if isinstance(r, Exception)]
+            print(f"rebuild v2: {report.seconds:.2f}s, {len(replies)} recalls meanwhile, {len(errors)} errors")
             assert not errors and len(replies) >= 5, errors[:3]
             assert all(r.entries for r in replies if isinstance(r, RecallResponse))
             # Afterwards recall reads the new build: windows of four turns, every turn in exactly one episode.
