@@ -9,7 +9,7 @@ from shared.consolidation.schedule import measured
 from shared.contract import ConsolidateRequest, Forget, RebuildRequest, check_tenant
 from shared.errors import Unavailable
 from shared.messaging import replies, subjects
-from shared.rebuild.run import rebuild
+from shared.rebuild.run import announce_forget, rebuild
 from shared.runtime import metrics
 from shared.runtime.consolidator import ConsolidatorDeps
 from shared.settings import Settings
@@ -56,7 +56,7 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
                               f"{settings.lease_ttl_s:g} s; ask again later")
         for place, count in result.deleted.model_dump().items():
             metrics.forgotten_total.labels(place).inc(count)
-        deps.rebuilds.forgot(tenant, request)  # a rebuild running here applies it to its new build too
+        await announce_forget(deps.broker.connection, settings.subject_prefix, tenant, request)  # for a rebuild
         return replies.encode(result)
 
     @router.subscriber(subjects.nats_wildcard(subjects.consolidate(settings.subject_prefix)), queue=QUEUE)

@@ -65,6 +65,13 @@ async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
 
 async def _delete(places: Places, tenant: str, request: Forget) -> DeletedCounts:
     queued = dead = buffers = texts = 0
+    if request.entry_ids is not None:  # their turns go from the stream too, so no rebuild derives them again
+        sources = {(e.conversation_id, t) for e in await places.store.get(Scope(tenant_id=tenant),
+                                                                           list(request.entry_ids))
+                   for t in e.source_turn_ids}
+        if sources:
+            queued += await streams.delete_matching(places.js, streams.turns_stream(places.prefix),
+                                                    subjects.turns(places.prefix, tenant), turns_among(sources))
     if request.entry_ids is None:
         match = about(request)
         for subject in (subjects.turns(places.prefix, tenant), subjects.flush(places.prefix, tenant)):
@@ -90,6 +97,19 @@ def about(request: Forget) -> Callable[[bytes], bool]:
         if request.user_id is not None:
             return bool(message.get("user_id") == request.user_id)
         return bool(message.get("conversation_id") == request.conversation_id)
+
+    return match
+
+
+def turns_among(sources: set[tuple[str, str]]) -> Callable[[bytes], bool]:
+    """Whether a stream message is one of these (conversation, turn id) turns."""
+
+    def match(data: bytes) -> bool:
+        try:
+            message = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(message, dict) and (message.get("conversation_id"), message.get("turn_id")) in sources
 
     return match
 

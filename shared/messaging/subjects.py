@@ -59,6 +59,12 @@ def rebuild(prefix: str) -> str:
     return f"_ENGRAM.{prefix}.rebuild"
 
 
+def forgotten(prefix: str) -> str:
+    """`_ENGRAM.<prefix>.forgotten`: core NATS, every consolidator announces the forgets it answered (a rebuild
+    running on any replica applies them to its new build)."""
+    return f"_ENGRAM.{prefix}.forgotten"
+
+
 def kv_key(bucket: str, key: str) -> str:
     """`$KV.<bucket>.<key>`: the subject a key-value entry is stored under (for writes KeyValue has no call for)."""
     return f"$KV.{bucket}.{key}"

@@ -4,8 +4,9 @@ vectors stored with each entry, and Forget and its check need none (a rebuild op
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
 
 from faststream.nats import NatsBroker
 
@@ -13,12 +14,13 @@ from shared.consolidation.forget import Places, forget
 from shared.consolidation.lease import Leases
 from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
-from shared.contract import ConsolidateRequest, Forget
+from shared.contract import ConsolidateRequest, Forget, RebuildReport
 from shared.embedding import Bm25Encoder, embedding_dim
+from shared.errors import Unavailable
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
-from shared.rebuild.run import RebuildDeps, Rebuilds
+from shared.rebuild.run import LOCK, RebuildDeps
 from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
@@ -34,7 +36,6 @@ class ConsolidatorDeps:
     consolidation: Consolidation
     leases: Leases
     llm: LlmClient | None = None
-    rebuilds: Rebuilds = field(default_factory=Rebuilds)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -42,21 +43,29 @@ class ConsolidatorDeps:
         return Scheduler(self.consolidation, self.leases, self.settings.consolidate_interval_s)
 
     def for_rebuild(self) -> RebuildDeps:
-        """What a rebuild run by this replica uses: its store, working memory and stream, and its tenant leases
-        around each tenant's consolidation of the new build and around each forget applied again."""
+        """What a rebuild run by this replica uses: its store, stream and connection, its tenant leases around each
+        tenant's consolidation of the new build and each forget applied to it, and the cluster-wide rebuild lease.
+        """
         wait_s = self.settings.lease_ttl_s
 
-        async def consolidate_build(store: Store, tenant: str) -> object:
-            jobs = replace(self.consolidation, store=store)
-            return await self.leases.run(tenant, lambda: consolidate(jobs, tenant, ConsolidateRequest()),
-                                         wait_s=wait_s)
+        async def leased(tenant: str, job: Callable[[], Coroutine[Any, Any, object]]) -> object:
+            result = await self.leases.run(tenant, job, wait_s=wait_s)
+            if result is None:
+                raise Unavailable(f"tenant {tenant!r}'s lease stayed taken for {wait_s:g} s; the rebuild stops")
+            return result
 
-        async def forget_again(tenant: str, request: Forget) -> object:
-            return await self.leases.run(tenant, lambda: forget(self.places, tenant, request), wait_s=wait_s)
+        async def consolidate_on(store: Store, tenant: str, request: ConsolidateRequest) -> object:
+            return await leased(tenant, lambda: consolidate(replace(self.consolidation, store=store), tenant, request))
 
-        return RebuildDeps(settings=self.settings, js=self.places.js, working_memory=self.places.working_memory,
-                           live=self.places.store, llm=self.llm, consolidate=consolidate_build,
-                           forget_again=forget_again, rebuilds=self.rebuilds)
+        async def forget_on(store: Store, tenant: str, request: Forget) -> object:
+            return await leased(tenant, lambda: forget(replace(self.places, store=store), tenant, request))
+
+        async def lock(job: Callable[[], Coroutine[Any, Any, RebuildReport]]) -> RebuildReport | None:
+            return await self.leases.run(LOCK, job)
+
+        nc = self.broker.connection
+        return RebuildDeps(settings=self.settings, nc=nc, js=self.places.js, live=self.places.store, llm=self.llm,
+                           consolidate=consolidate_on, forget_on=forget_on, lock=lock)
 
     async def ready(self) -> str | None:
         """None if this replica can answer, else why not (for /readyz)."""

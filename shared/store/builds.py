@@ -41,14 +41,21 @@ def edge_builds(settings: Settings) -> Path:
 
 
 def live_edge_path(settings: Settings) -> Path:
-    """The folder of the live Edge build."""
+    """The folder of the live Edge build.
+
+    Raises:
+        ConfigError: the pointer names no build folder (starting on another build, or an empty one, would serve
+            the wrong memory).
+    """
     pointer = _pointer(settings)
-    if pointer.is_file():
-        name = pointer.read_text().strip()
-        if BUILD_NAME.match(name):
-            return edge_builds(settings) / name
-        log.error("ignoring %s: %r is not a build name", pointer, name)
-    return _edge_root(settings)
+    if not pointer.exists():
+        return _edge_root(settings)
+    name = pointer.read_text().strip()
+    folder = edge_builds(settings) / name
+    if not BUILD_NAME.match(name) or not folder.is_dir():
+        raise ConfigError(f"{pointer} names build {name!r}, which is not a folder of {edge_builds(settings)}; "
+                          "restore it or write the name of the live build into it")
+    return folder
 
 
 def physical(settings: Settings, name: str) -> str:
@@ -90,7 +97,7 @@ async def open_build(settings: Settings, name: str, dense_dim: int) -> Store:
         raise ConfigError(f"build name {name!r} must be 1-64 letters, digits, '_' or '-'")
     if not settings.qdrant_url:
         folder = edge_builds(settings) / name
-        if folder.exists() or folder == live_edge_path(settings):
+        if folder.exists():
             raise ConfigError(f"a build named {name!r} already exists in {folder}; choose another name")
         return EdgeStore.open(folder, dense_dim)
     client = _client(settings)
@@ -121,9 +128,12 @@ async def switch(settings: Settings, live: Store, name: str, built: Store) -> st
     previous = live_edge_path(settings)
     pointer = _pointer(settings)
     temporary = pointer.with_suffix(".tmp")
-    temporary.write_text(name + "\n")
-    await live.adopt(built)  # from here on every call goes to the new shard
-    os.replace(temporary, pointer)  # and a restart opens it
+    with temporary.open("w") as out:
+        out.write(name + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, pointer)  # a restart opens the new build (complete by now) ...
+    await live.adopt(built)  # ... and from here on every call of this process goes to it
     return str(previous)
 
 
@@ -138,7 +148,8 @@ async def discard(settings: Settings, name: str, built: Store) -> None:
             await client.close()
         return
     folder = edge_builds(settings) / name
-    if folder != live_edge_path(settings):
+    pointer = _pointer(settings)
+    if not (pointer.exists() and pointer.read_text().strip() == name):  # never the live one
         shutil.rmtree(folder, ignore_errors=True)
 
 

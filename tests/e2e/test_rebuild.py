@@ -127,3 +127,89 @@ async def test_memories_whose_turns_the_stream_no_longer_holds_are_carried_over(
             assert Counter(t for e in episodes for t in e) == Counter(t.turn_id for t in gardening)
     finally:
         server.stop()
+
+
+async def test_turns_cut_at_the_retention_horizon_stay_in_exactly_one_episode(tmp_path: Path) -> None:
+    settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
+    tenant = unique("rb")
+    gardening = _chat("garden", "gardening", 8)
+    server = nats_server.start(tmp_path / "nats")
+    try:
+        async with running(settings, nats_url=server.url) as state, \
+                await MemoryClient.connect(state.nats_url, tenant) as client:
+            seqs = await client.publish_turns(gardening)
+            await client.flush("garden")
+            await wait_until_stored(client, gardening, timeout_s=60)
+            nc = await nats.connect(state.nats_url)
+            try:
+                for seq in seqs[:3]:  # the window [2, 3] loses its first turn to retention, not its second
+                    await nc.jetstream().delete_msg("MEM_TURNS", seq)
+            finally:
+                await nc.close()
+            report = await client.rebuild("v2", window_turns=4, timeout_s=120)
+            assert report.turns_replayed == 4 and report.turns_left_to_live == 1
+            episodes = await _episodes(state.store, tenant)
+            assert sorted(len(e) for e in episodes) == [2, 2, 4]
+            assert Counter(t for e in episodes for t in e) == Counter(t.turn_id for t in gardening)
+            # A memory forgotten by id takes its turns out of the stream: no rebuild derives it again.
+            [latest] = [e for e in await all_entries(state.store, Scope(tenant_id=tenant),
+                                                     EntryFilter(kinds=["episodic"])) if len(e.source_turn_ids) == 4]
+            assert (await client.forget(entry_ids=[latest.id])).verified
+            await client.rebuild("v3", timeout_s=120)
+            left = {t for e in await _episodes(state.store, tenant) for t in e}
+            assert left == {t.turn_id for t in gardening} - set(latest.source_turn_ids)
+    finally:
+        server.stop()
+
+
+async def test_a_rebuild_under_traffic_loses_and_repeats_no_turn_and_forgets_reach_it(tmp_path: Path) -> None:
+    """Turns keep arriving, a message of the stream names another tenant, and a forget is answered (by either of
+    two consolidators) while the rebuild runs."""
+    settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
+    tenant = unique("rb")
+    before = [t for i in range(6) for t in _chat(f"c{i}", f"hobby{i}", 6)]
+    doomed = conversation([("Zoe", "My passport number is X1234567 and I live on Rue Cler.")], conversation_id="z",
+                          user_id="zoe")
+    server = nats_server.start(tmp_path / "nats")
+    try:
+        async with running(settings, nats_url=server.url, consolidators=2) as state, \
+                await MemoryClient.connect(state.nats_url, tenant) as client:
+            await client.publish_turns([*before, *doomed])
+            for i in range(6):
+                await client.flush(f"c{i}")
+            await client.flush("z")
+            await wait_until_stored(client, [*before, *doomed], timeout_s=120)
+            nc = await nats.connect(state.nats_url)
+            try:  # a turn whose body names another tenant: dead-lettered, and still in the stream
+                await nc.publish(f"mem.{tenant}.turns", conversation([("Eve", "hi")], conversation_id="e")[0]
+                                 .model_copy(update={"tenant_id": "someone-else"}).model_dump_json().encode())
+                await nc.flush()
+            finally:
+                await nc.close()
+            during: list[Turn] = []
+
+            async def keep_talking() -> None:
+                for i in range(12):
+                    turn = conversation([("Ana", f"Live note {i}: the lighthouse keeper waved at {i} boats.")],
+                                        conversation_id="live")[0].model_copy(update={"turn_id": f"live-{i}"})
+                    await client.publish_turn(turn)
+                    during.append(turn)
+                    await asyncio.sleep(0.15)
+
+            talking = asyncio.create_task(keep_talking())
+            rebuilding = asyncio.create_task(client.rebuild("v2", window_turns=3, timeout_s=120))
+            await asyncio.sleep(0.3)
+            receipt = await client.forget(user_id="zoe")
+            report = await rebuilding
+            await talking
+            await client.flush("live")
+            await wait_until_stored(client, [*before, *during], timeout_s=120)
+            assert receipt.verified and report.unreadable >= 1 and report.forgets_applied_again >= 1
+            episodes = await _episodes(state.store, tenant)
+            counts = Counter(t for e in episodes for t in e)
+            assert counts == Counter(t.turn_id for t in [*before, *during])  # none lost, none twice, zoe gone
+            again = await client.rebuild("v3", timeout_s=120)
+            assert again.turns_replayed == len(before) + len(during)
+            assert Counter(t for e in await _episodes(state.store, tenant) for t in e) == counts
+    finally:
+        server.stop()
