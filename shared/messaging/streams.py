@@ -5,6 +5,7 @@ import uuid
 from collections.abc import Callable
 
 from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
@@ -137,21 +138,52 @@ async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
 async def matching(js: JetStreamContext, stream: str, subject: str, match: Callable[[bytes], bool]) -> list[int]:
     """Sequences of the messages of `stream` on `subject` (a wildcard allowed) whose data `match`es.
 
-    Reads by sequence (a stream made as a work queue by an older engram admits no second consumer): every such
-    message once.
+    Reads through a throw-away consumer filtered on `subject`, a batch at a time (a month of retained turns is read
+    in seconds); a stream made as a work queue by an older engram admits no second consumer, so there it reads
+    message by message.
     """
+    name = f"engram-scan-{uuid.uuid4().hex}"
+    config = ConsumerConfig(name=name, filter_subject=subject, deliver_policy=DeliverPolicy.ALL,
+                            ack_policy=AckPolicy.NONE, mem_storage=True, inactive_threshold=_LISTING_IDLE_S)
+    with transient(f"reading messages of {stream} on {subject!r}"):
+        info = await js.stream_info(stream)
+        if info.config.retention == RetentionPolicy.WORK_QUEUE:
+            return await _matching_one_by_one(js, stream, subject, match)
+        pending = (await js.add_consumer(stream, config)).num_pending
+        sub = await js.pull_subscribe_bind(consumer=name, stream=stream)
+    found: list[int] = []
+    try:
+        while pending:
+            with transient(f"reading messages of {stream} on {subject!r}"):
+                try:
+                    batch = await sub.fetch(batch=min(pending, _LISTING_BATCH), timeout=_LISTING_FETCH_S)
+                except (NatsTimeoutError, TimeoutError):  # the rest expired or was deleted meanwhile
+                    pending = (await js.consumer_info(stream, name)).num_pending
+                    continue
+            for msg in batch:
+                pending = msg.metadata.num_pending
+                if match(msg.data or b""):
+                    found.append(msg.metadata.sequence.stream)
+    finally:
+        await sub.unsubscribe()
+        with contextlib.suppress(NatsError):
+            await js.delete_consumer(stream, name)
+    return found
+
+
+async def _matching_one_by_one(js: JetStreamContext, stream: str, subject: str,
+                               match: Callable[[bytes], bool]) -> list[int]:
     found: list[int] = []
     seq = 1
-    with transient(f"reading messages of {stream} on {subject!r}"):
-        while True:
-            try:
-                msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
-            except NotFoundError:
-                return found
-            assert msg.seq is not None
-            if match(msg.data or b""):
-                found.append(msg.seq)
-            seq = msg.seq + 1
+    while True:
+        try:
+            msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
+        except NotFoundError:
+            return found
+        assert msg.seq is not None
+        if match(msg.data or b""):
+            found.append(msg.seq)
+        seq = msg.seq + 1
 
 
 async def delete_matching(js: JetStreamContext, stream: str, subject: str, match: Callable[[bytes], bool]) -> int:
