@@ -103,7 +103,10 @@ async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tm
         server.stop()
 
 
-async def test_memories_whose_turns_the_stream_no_longer_holds_are_carried_over(tmp_path: Path) -> None:
+@pytest.mark.parametrize("expired", [4, 3], ids=["at-a-window-edge", "inside-a-window"])
+async def test_memories_whose_turns_expired_are_carried_over_whole(tmp_path: Path, expired: int) -> None:
+    """The oldest turns gone from the stream, as retention does: their episodes are carried over as they were
+    (also one whose first turn is gone and second is not), the rest re-derived, every turn in one episode."""
     settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
     tenant = unique("rb")
     gardening = _chat("garden", "gardening", 8)
@@ -116,38 +119,13 @@ async def test_memories_whose_turns_the_stream_no_longer_holds_are_carried_over(
             await wait_until_stored(client, gardening, timeout_s=60)
             nc = await nats.connect(state.nats_url)
             try:
-                for seq in seqs[:4]:  # as retention would: the oldest turns are gone from the stream
+                for seq in seqs[:expired]:
                     await nc.jetstream().delete_msg("MEM_TURNS", seq)
             finally:
                 await nc.close()
             report = await client.rebuild("v2", window_turns=4, timeout_s=120)
             assert report.turns_replayed == 4 and report.windows == 1 and report.entries_carried >= 2
-            episodes = await _episodes(state.store, tenant)
-            assert sorted(len(e) for e in episodes) == [2, 2, 4]
-            assert Counter(t for e in episodes for t in e) == Counter(t.turn_id for t in gardening)
-    finally:
-        server.stop()
-
-
-async def test_turns_cut_at_the_retention_horizon_stay_in_exactly_one_episode(tmp_path: Path) -> None:
-    settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
-    tenant = unique("rb")
-    gardening = _chat("garden", "gardening", 8)
-    server = nats_server.start(tmp_path / "nats")
-    try:
-        async with running(settings, nats_url=server.url) as state, \
-                await MemoryClient.connect(state.nats_url, tenant) as client:
-            seqs = await client.publish_turns(gardening)
-            await client.flush("garden")
-            await wait_until_stored(client, gardening, timeout_s=60)
-            nc = await nats.connect(state.nats_url)
-            try:
-                for seq in seqs[:3]:  # the window [2, 3] loses its first turn to retention, not its second
-                    await nc.jetstream().delete_msg("MEM_TURNS", seq)
-            finally:
-                await nc.close()
-            report = await client.rebuild("v2", window_turns=4, timeout_s=120)
-            assert report.turns_replayed == 4 and report.turns_left_to_live == 1
+            assert report.turns_left_to_live == 4 - expired
             episodes = await _episodes(state.store, tenant)
             assert sorted(len(e) for e in episodes) == [2, 2, 4]
             assert Counter(t for e in episodes for t in e) == Counter(t.turn_id for t in gardening)
