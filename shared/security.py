@@ -42,6 +42,7 @@ class NatsSecurity:
     nkey_seed_file: str | None = None
     creds_file: str | None = None
     tls: ssl.SSLContext | None = None
+    tls_handshake_first: bool = False
     inbox_prefix: str = "_INBOX"
 
     def __repr__(self) -> str:
@@ -68,24 +69,27 @@ class NatsSecurity:
             options["user_credentials"] = self.creds_file
         if self.tls is not None:
             options["tls"] = self.tls
+        if self.tls_handshake_first:
+            options["tls_handshake_first"] = True
         return options
 
     def broker_options(self) -> dict[str, Any]:
         """Keyword arguments of FastStream's `NatsBroker`: the identity and TLS as its `security`."""
         from faststream.nats import security as fs
 
-        tls, use_ssl = self.tls, self.tls is not None
+        tls: dict[str, Any] = {"ssl_context": self.tls, "use_ssl": self.tls is not None,
+                               "tls_handshake_first": self.tls_handshake_first}
         security: fs.NatsSecurity
         if self.user is not None and self.password is not None:
-            security = fs.NatsUserPassword(self.user, self.password, ssl_context=tls, use_ssl=use_ssl)
+            security = fs.NatsUserPassword(self.user, self.password, **tls)
         elif self.token is not None:
-            security = fs.NatsToken(self.token, ssl_context=tls, use_ssl=use_ssl)
+            security = fs.NatsToken(self.token, **tls)
         elif self.nkey_seed_file is not None:
-            security = fs.NatsNKey(self.nkey_seed_file, ssl_context=tls, use_ssl=use_ssl)
+            security = fs.NatsNKey(self.nkey_seed_file, **tls)
         elif self.creds_file is not None:
-            security = fs.NatsCredentials(self.creds_file, ssl_context=tls, use_ssl=use_ssl)
+            security = fs.NatsCredentials(self.creds_file, **tls)
         else:
-            security = fs.NatsSecurity(ssl_context=tls, use_ssl=use_ssl)
+            security = fs.NatsSecurity(**tls)
         return {"inbox_prefix": self.inbox_prefix, "security": security}
 
 
@@ -106,7 +110,7 @@ def nats_security(settings: Settings) -> NatsSecurity:
         nkey_seed_file=_readable(seed, "ENGRAM_NATS_NKEY_SEED_FILE") if seed else None,
         creds_file=_readable(creds, "ENGRAM_NATS_CREDS_FILE") if creds else None,
         tls=tls_context(settings.nats_tls_ca_file, settings.nats_tls_cert_file, settings.nats_tls_key_file),
-        inbox_prefix=settings.nats_inbox_prefix)
+        tls_handshake_first=settings.nats_tls_handshake_first, inbox_prefix=settings.nats_inbox_prefix)
 
 
 def qdrant_options(settings: Settings) -> dict[str, Any]:

@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     nats_tls_ca_file: Path | None = None      # trust this CA for the NATS server (TLS is on with any tls_* set)
     nats_tls_cert_file: Path | None = None    # a client certificate (mutual TLS), with nats_tls_key_file
     nats_tls_key_file: Path | None = None
+    nats_tls_handshake_first: bool = False    # TLS before any NATS byte (servers with `handshake_first`): no downgrade
     nats_inbox_prefix: str = Field(default="_INBOX", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
     qdrant_api_key: SecretStr | None = None
     qdrant_tls_ca_file: Path | None = None    # trust this CA for an https ENGRAM_QDRANT_URL

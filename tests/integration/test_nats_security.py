@@ -101,3 +101,19 @@ async def test_the_stack_serves_over_tls_trusting_a_private_ca(certificates: Pat
                 await connection.close(nc)
     finally:
         server.stop()
+
+
+async def test_tls_before_any_nats_byte_with_a_handshake_first_server(certificates: Path, tmp_path: Path) -> None:
+    """A server that starts TLS before its INFO: no plaintext byte, so a man in the middle cannot strip TLS."""
+    server = _server(tmp_path, f'tls {{\n  cert_file: "{certificates / "server.pem"}"\n'
+                               f'  key_file: "{certificates / "server.key"}"\n  handshake_first: true\n}}\n')
+    try:
+        url = server.url.replace("nats://", "tls://")
+        settings = Settings(data_dir=tmp_path / "data", http_port=0, nats_tls_ca_file=certificates / "ca.pem")
+        with pytest.raises(Unavailable):  # the client waits for a plaintext INFO that never comes
+            await connection.connect(url, "late", first_connect_timeout_s=3, security=nats_security(settings))
+        first = settings.model_copy(update={"nats_tls_handshake_first": True})
+        async with running(first, nats_url=url) as state:
+            assert await eventually(state.health.problem, lambda problem: problem is None) is None
+    finally:
+        server.stop()
