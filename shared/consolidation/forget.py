@@ -90,7 +90,7 @@ def about(request: Forget) -> Callable[[bytes], bool]:
     def match(data: bytes) -> bool:
         try:
             message = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to be a turn
             return False
         if not isinstance(message, dict):
             return False
@@ -107,7 +107,7 @@ def turns_among(sources: set[tuple[str, str]]) -> Callable[[bytes], bool]:
     def match(data: bytes) -> bool:
         try:
             message = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to be a turn
             return False
         return isinstance(message, dict) and (message.get("conversation_id"), message.get("turn_id")) in sources
 

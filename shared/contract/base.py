@@ -2,7 +2,7 @@
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, FiniteFloat, StringConstraints, field_validator
 
 from shared.errors import ErrorCode, Forbidden, InvalidRequest
 
@@ -38,7 +38,7 @@ def _not_blank(value: str) -> str:
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_CHARS), AfterValidator(_not_blank)]
 Query = Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(_not_blank)]
-MetadataValue = str | int | float | bool | None
+MetadataValue = str | int | FiniteFloat | bool | None  # NaN and Infinity are not JSON: refused
 
 
 class ContractModel(BaseModel):
@@ -64,7 +64,7 @@ class TenantScoped(ContractModel):
 
 def validate_tenant(tenant: str) -> str:
     """Return the tenant id taken from a subject, or raise InvalidRequest if it is not a valid id."""
-    if not _TENANT_RE.match(tenant):
+    if not _TENANT_RE.fullmatch(tenant):  # `$` alone would let a trailing newline through
         raise InvalidRequest(f"tenant id {tenant!r} does not match {TENANT_PATTERN}")
     if tenant == RESERVED_TENANT:
         raise InvalidRequest(f"tenant id {RESERVED_TENANT!r} is reserved for dead letters")
