@@ -22,6 +22,9 @@ HEADER_SUBJECT = "Engram-Source-Subject"
 HEADER_DELIVERIES = "Engram-Deliveries"
 HEADER_SERVICE = "Engram-Service"
 HEADER_SEQUENCE = "Engram-Source-Sequence"
+HEADER_TRUNCATED = "Engram-Truncated-From"  # the body's original size, when only its start fits in a dead letter
+MAX_SUBJECT_CHARS, MAX_TENANT_CHARS = 256, 64
+DEFAULT_MAX_PAYLOAD, HEADROOM_BYTES = 1024 * 1024, 4096
 MAX_RETRY_DELAY_S = 30.0
 
 
@@ -99,14 +102,19 @@ class Settler:
         body = error_body(exc)
         headers = {
             HEADER_CODE: body.code, HEADER_REASON: body.message.replace("\n", " ")[:1000],
-            HEADER_SUBJECT: raw.subject, HEADER_DELIVERIES: str(deliveries), HEADER_SERVICE: self._service,
-            HEADER_SEQUENCE: str(raw.metadata.sequence.stream) if raw.metadata else "",
+            HEADER_SUBJECT: raw.subject[:MAX_SUBJECT_CHARS], HEADER_DELIVERIES: str(deliveries),
+            HEADER_SERVICE: self._service, HEADER_SEQUENCE: str(raw.metadata.sequence.stream) if raw.metadata else "",
         }
         tenant, _ = subjects.parse(raw.subject)
-        if tenant == RESERVED_TENANT:  # `mem.dlq.…` belongs to dead letters themselves
-            tenant = "unknown"
+        if tenant == RESERVED_TENANT or len(tenant) > MAX_TENANT_CHARS:  # `mem.dlq.…` is the dead letters' own;
+            tenant = "unknown"                                           # a longer token is no tenant
+        data = raw.data or b""
+        room = int(getattr(getattr(raw, "_client", None), "max_payload", 0) or DEFAULT_MAX_PAYLOAD) - HEADROOM_BYTES
+        if len(data) > room:  # the headers would push it past max_payload, and the server would drop the connection
+            headers[HEADER_TRUNCATED] = str(len(data))
+            data = data[:max(0, room)]
         # Published before the ack: a crash in between redelivers the message, never loses it.
-        await self._js.publish(subjects.dlq(self._prefix, tenant, self._service), raw.data, headers=headers)
+        await self._js.publish(subjects.dlq(self._prefix, tenant, self._service), data, headers=headers)
         await raw.ack()
         metrics.dead_lettered_total.labels(self._service, body.code).inc()
         log.warning("dead-lettered %s: %s %s", raw.subject, body.code, body.message)
