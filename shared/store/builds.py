@@ -67,6 +67,24 @@ def _client(settings: Settings) -> AsyncQdrantClient:
     return AsyncQdrantClient(url=settings.qdrant_url, **qdrant_options(settings))
 
 
+async def _aliases(client: AsyncQdrantClient) -> dict[str, str]:
+    """Every alias of the server, with the collection it points at."""
+    return {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
+
+
+async def _live_collection(settings: Settings, client: AsyncQdrantClient) -> str:
+    """The collection the ENGRAM_COLLECTION alias points at.
+
+    Raises:
+        ConfigError: ENGRAM_COLLECTION is a collection, not an alias (it cannot be switched atomically).
+    """
+    aliases = await _aliases(client)
+    if settings.collection not in aliases:
+        raise ConfigError(f"collection {settings.collection!r} is not an alias, so a rebuild cannot switch to a new "
+                          "build atomically; see the README's upgrade notes")
+    return aliases[settings.collection]
+
+
 async def open_live(settings: Settings, dense_dim: int) -> Store:
     """The store recall reads and the ingestor writes: the alias on a server (made on first use, pointing at the
     first build), the live folder on Edge."""
@@ -74,7 +92,7 @@ async def open_live(settings: Settings, dense_dim: int) -> Store:
         return EdgeStore.open(live_edge_path(settings), dense_dim)
     client = _client(settings)
     try:
-        aliases = {a.alias_name for a in (await client.get_aliases()).aliases}
+        aliases = await _aliases(client)
         legacy = settings.collection not in aliases and await client.collection_exists(settings.collection)
     except Exception as exc:
         raise Unavailable(f"Qdrant at {settings.qdrant_url} is unreachable: {exc}") from exc
@@ -101,10 +119,7 @@ async def open_build(settings: Settings, name: str, dense_dim: int) -> Store:
             raise ConfigError(f"a build named {name!r} already exists in {folder}; choose another name")
         return EdgeStore.open(folder, dense_dim)
     client = _client(settings)
-    aliases = {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
-    if settings.collection not in aliases:
-        raise ConfigError(f"collection {settings.collection!r} is not an alias, so a rebuild cannot switch to a new "
-                          "build atomically; see the README's upgrade notes")
+    await _live_collection(settings, client)
     target = physical(settings, name)
     if await client.collection_exists(target):
         raise ConfigError(f"collection {target!r} already exists; choose another build name or delete it")
@@ -115,9 +130,10 @@ async def switch(settings: Settings, live: Store, name: str, built: Store) -> st
     """Make build `name` the live one, atomically; returns the build it replaced (a collection or folder name, kept
     for a rollback and deleted by hand), if known."""
     if settings.qdrant_url:
-        client = _client(settings)
-        aliases = {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
-        before = aliases.get(settings.collection)
+        if not isinstance(built, ClientStore):
+            raise ConfigError("a server build can only be a collection of that server")
+        client = built.client  # the build's own connection: no other to open (and close) for one request
+        before = (await _aliases(client)).get(settings.collection)
         await client.update_collection_aliases(change_aliases_operations=[
             qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=settings.collection)),
             qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=physical(settings, name),
@@ -168,8 +184,4 @@ async def current(settings: Settings, live: Store) -> Store:
             raise ConfigError("a rebuild on Qdrant Edge needs the running Edge store")
         return live.view()
     client = _client(settings)
-    aliases = {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
-    if settings.collection not in aliases:
-        raise ConfigError(f"collection {settings.collection!r} is not an alias, so a rebuild cannot switch to a new "
-                          "build atomically; see the README's upgrade notes")
-    return ClientStore(client, aliases[settings.collection])
+    return ClientStore(client, await _live_collection(settings, client))

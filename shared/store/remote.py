@@ -83,6 +83,11 @@ class ClientStore(ByIdMixin):
         self._client = client
         self._collection = collection
 
+    @property
+    def client(self) -> AsyncQdrantClient:
+        """The connection this store uses (closed with it)."""
+        return self._client
+
     @classmethod
     async def open(cls, client: AsyncQdrantClient, collection: str, dense_dim: int) -> "ClientStore":
         """Use `collection`, creating it (vectors, payload indexes) on first use."""
