@@ -42,7 +42,8 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
     """Attach the consolidator's handlers to the broker its caller opened (and starts through the result)."""
     router = NatsRouter(middlewares=[replies.middleware("consolidator")])
 
-    @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE)
+    @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE,
+                       decoder=replies.raw_body)
     async def on_forget(msg: NatsMessage) -> bytes:
         request = Forget.model_validate_json(msg.body)  # so bad JSON is reported as such
         tenant = replies.tenant_of(msg)
@@ -59,7 +60,8 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
         await announce_forget(deps.broker.connection, settings.subject_prefix, tenant, request)  # for a rebuild
         return replies.encode(result)
 
-    @router.subscriber(subjects.nats_wildcard(subjects.consolidate(settings.subject_prefix)), queue=QUEUE)
+    @router.subscriber(subjects.nats_wildcard(subjects.consolidate(settings.subject_prefix)), queue=QUEUE,
+                       decoder=replies.raw_body)
     async def on_consolidate(msg: NatsMessage) -> bytes:
         request = ConsolidateRequest.model_validate_json(msg.body)
         tenant = replies.tenant_of(msg)
@@ -71,7 +73,7 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
                               f"{settings.lease_ttl_s:g} s; ask again later")
         return replies.encode(summary)
 
-    @router.subscriber(subjects.rebuild(settings.subject_prefix), queue=QUEUE)
+    @router.subscriber(subjects.rebuild(settings.subject_prefix), queue=QUEUE, decoder=replies.raw_body)
     async def on_rebuild(msg: NatsMessage) -> bytes:
         request = RebuildRequest.model_validate_json(msg.body)
         return replies.encode(await rebuild(deps.for_rebuild(), request))

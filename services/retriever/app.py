@@ -26,7 +26,7 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
     router = NatsRouter(middlewares=[replies.middleware("retriever")])
 
     @router.subscriber(subjects.nats_wildcard(subjects.recall(prefix)), queue=QUEUE,
-                       max_workers=settings.recall_workers)
+                       max_workers=settings.recall_workers, decoder=replies.raw_body)
     async def on_recall(msg: NatsMessage) -> bytes:
         served["recall"] += 1
         try:
@@ -38,7 +38,7 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
                                                   request, deps.summarizer))
 
     @router.subscriber(subjects.nats_wildcard(subjects.entries(prefix)), queue=QUEUE,
-                       max_workers=settings.recall_workers)
+                       max_workers=settings.recall_workers, decoder=replies.raw_body)
     async def on_entries(msg: NatsMessage) -> bytes:
         served["entries"] += 1
         request = EntriesRequest.model_validate_json(msg.body)

@@ -3,7 +3,7 @@ from typing import Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from shared.contract.base import MAX_IDS, Id, Reply, TenantScoped
+from shared.contract.base import MAX_IDS, EntryId, Id, Reply, TenantScoped
 
 EntryKind = Literal["episodic", "fact", "profile"]
 
@@ -13,7 +13,7 @@ class Forget(TenantScoped):
 
     user_id: Id | None = None
     conversation_id: Id | None = None
-    entry_ids: list[Id] | None = Field(default=None, min_length=1, max_length=MAX_IDS)
+    entry_ids: list[EntryId] | None = Field(default=None, min_length=1, max_length=MAX_IDS)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Self:
@@ -59,9 +59,9 @@ class EntriesRequest(TenantScoped):
     user_id: Id | None = None
     conversation_id: Id | None = None
     kind: EntryKind | None = None
-    ids: list[Id] = Field(default_factory=list, max_length=MAX_IDS)
+    ids: list[EntryId] = Field(default_factory=list, max_length=MAX_IDS)
     limit: int = Field(default=50, ge=1, le=500)
-    cursor: str | None = Field(default=None, max_length=128)
+    cursor: EntryId | None = None  # the next_cursor of an earlier reply
 
     @model_validator(mode="after")
     def _ids_for_get(self) -> Self:

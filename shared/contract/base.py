@@ -1,5 +1,6 @@
 """Common pieces of the v1 wire contract: the base model, bounded id types, tenant checks, the error body."""
 import re
+import uuid
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, FiniteFloat, StringConstraints, field_validator
@@ -27,6 +28,17 @@ def _not_reserved(value: str) -> str:
 TenantId = Annotated[str, StringConstraints(pattern=TENANT_PATTERN), AfterValidator(_not_reserved)]
 # Ids end up in NATS message ids and KV keys, so no whitespace or control characters.
 Id = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:@=+/-]+$")]
+
+
+def _uuid_text(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ValueError("entry ids are UUIDs, as entries, recall and events give them") from None
+
+
+# Stored entries are addressed by UUID (both Qdrant engines need one); the canonical lowercase form.
+EntryId = Annotated[str, StringConstraints(min_length=32, max_length=45), AfterValidator(_uuid_text)]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
 
 

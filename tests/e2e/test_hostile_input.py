@@ -19,13 +19,11 @@ a failure message names the exact payload instead.
 
 Every hostile input sent is counted; `pytest -s` prints the module's one-line summary when it ends. "Crashes" are
 answers the contract does not allow: none within the timeout, an unreadable reply, a code other than the models
-say. Bugs found are marked xfail(strict=True) at the end of the module; the properties count the `internal` answers
-of the two that hostile requests hit apart (`known_bug`), and keep clear of the two that stop the ingestor for every
-tenant (STREAM_MAX_BYTES, injected_tenants).
+say. Bugs found stay at the end of the module as regression tests, once fixed; the properties keep clear of the two
+that used to stop the ingestor for every tenant (STREAM_MAX_BYTES, injected_tenants), which have tests of their own.
 """
 import asyncio
 import json
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -116,7 +114,6 @@ class Tally:
 
     sent: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
-    known_bugs: Counter[str] = field(default_factory=Counter)
     crashes: list[str] = field(default_factory=list)   # no reply, an unreadable reply, a wrong code, stack not ready
     leaks: list[str] = field(default_factory=list)     # another tenant's data in a reply, or deleted
 
@@ -124,7 +121,6 @@ class Tally:
         """Fold another tally into this one."""
         self.sent += other.sent
         self.outcomes.update(other.outcomes)
-        self.known_bugs.update(other.known_bugs)
         self.crashes += other.crashes
         self.leaks += other.leaks
 
@@ -142,7 +138,7 @@ def _summary() -> Iterator[None]:
     """Print the module's count of hostile inputs, crashes and cross-tenant results (`pytest -s` shows it)."""
     yield
     print(f"\nhostile inputs: {TOTAL.sent} sent, {len(TOTAL.crashes)} crashes, {len(TOTAL.leaks)} cross-tenant results")
-    print(f"  outcomes: {dict(sorted(TOTAL.outcomes.items()))}; known bugs hit: {dict(TOTAL.known_bugs)}")
+    print(f"  outcomes: {dict(sorted(TOTAL.outcomes.items()))}")
 
 
 def short(payload: bytes) -> str:
@@ -237,32 +233,6 @@ async def attacker_nc(stack: Running) -> AsyncIterator[Client]:
 
 # Judging one request-reply ------------------------------------------------------------------------------------------
 
-def known_bug(payload: bytes, request: BaseModel | None) -> str | None:
-    """Which known bug answers this request `internal`, if one does (each has an xfail test below)."""
-    try:
-        json.loads(payload)  # what FastStream does to every request body before the handler runs
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        pass  # FastStream suppresses these two
-    except RecursionError:
-        return "body nested too deep for json.loads -> internal"
-    except ValueError:
-        return "integer over 4,300 digits for json.loads -> internal"
-
-    def not_uuid(value: str) -> bool:
-        try:
-            uuid.UUID(value)
-        except ValueError:
-            return True
-        return False
-
-    if isinstance(request, EntriesRequest) and (
-            any(not_uuid(i) for i in request.ids) if request.op != "list" else not_uuid(request.cursor or "0" * 32)):
-        return "entry id or cursor not a UUID -> internal"
-    if isinstance(request, Forget) and any(not_uuid(i) for i in request.entry_ids or []):
-        return "entry id not a UUID -> internal"
-    return None
-
-
 def expected(kind: str, payload: bytes, tenant: str) -> tuple[str, BaseModel | None]:
     """What the contract says the answer is: the request model decides (`invalid_request`), then the tenant check
     (`forbidden`); else a reply."""
@@ -308,12 +278,7 @@ async def ask(nc: Client, tally: Tally, world: World, kind: str, payload: bytes)
     tally.outcomes[got] += 1
     if reply.error and not 0 < len(reply.error.message) <= MAX_MESSAGE:
         tally.crashes.append(f"{what}: error message of {len(reply.error.message)} characters")
-    bug = known_bug(payload, request if want == "ok" else None)
-    if got == want or (want == "ok" and got in TRANSIENT):
-        pass
-    elif got == "internal" and bug is not None:
-        tally.known_bugs[bug] += 1
-    else:
+    if got != want and not (want == "ok" and got in TRANSIENT):
         tally.crashes.append(f"{what}: answered {got!r}, the contract says {want!r}: "
                              f"{reply.error.message[:200] if reply.error else ''}")
     if isinstance(request, Forget) and isinstance(reply, ForgetResult) and request.entry_ids \
@@ -446,7 +411,7 @@ async def test_every_hostile_request_gets_a_clear_reply_and_nothing_of_another_t
     await ask_all(attacker_nc, tally, world, kind, payloads, concurrency=8 if kind in ("recall", "entries") else 1)
     TOTAL.add(tally)
     tally.check()
-    assert tally.outcomes["ok"] + sum(tally.known_bugs.values()) > 0, "no valid request among the examples"
+    assert tally.outcomes["ok"] > 0, "no valid request among the examples"
     await check_victim_intact(stack, world)
 
 
@@ -619,14 +584,10 @@ async def test_forget_still_works_after_a_deeply_nested_body(stack: Running) -> 
         assert reply.get("error") is None and reply["verified"], reply
 
 
-# Bugs found: each xfails (strictly) until it is fixed. ---------------------------------------------------------------
+# Bugs found, fixed, and kept as regressions. -------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "FastStream decodes every request body with json.loads before the handler runs, and suppresses only "
-    "JSONDecodeError and UnicodeDecodeError (faststream/message/utils.py:45, reached through the subscribers of "
-    "services/retriever/app.py:28,40 and services/consolidator/app.py:45,62, whose handlers read msg.body "
-    "themselves); a body nested ~1,000 deep (RecursionError) or an integer of over 4,300 digits (ValueError) is "
-    "answered `internal` with a logged traceback instead of `invalid_request`"))
+# FastStream used to json.loads every body before the handler and let RecursionError and ValueError through (answered
+# `internal`); the subscribers now take the body undecoded (replies.raw_body).
 @pytest.mark.parametrize("kind", list(REQUESTS))
 @pytest.mark.parametrize("payload", [b"[" * 1_000 + b"]" * 1_000, b'{"k": ' + b"9" * 5_000 + b"}"],
                          ids=["nested", "huge-integer"])
@@ -638,10 +599,8 @@ async def test_a_body_json_loads_cannot_read_is_an_invalid_request(world: World,
     assert reply.error is not None and reply.error.code == "invalid_request", reply.error
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "an entry id or cursor that is a valid Id but not a UUID reaches uuid.UUID() unchecked "
-    "(shared/store/edge.py:41 for ids, :187 for the cursor) and the ValueError is answered `internal` with a "
-    "logged traceback, where another tenant's id finds nothing: expected no entries or `invalid_request`"))
+# An entry id or cursor that was not a UUID used to reach uuid.UUID() in the store (answered `internal`); the contract
+# now refuses it (EntryId).
 @pytest.mark.parametrize(("kind", "body"), [
     ("entries", {"op": "get", "ids": ["not-a-uuid"]}), ("entries", {"op": "history", "ids": ["e1"]}),
     ("entries", {"op": "list", "cursor": "page-2"}), ("forget", {"entry_ids": ["not-a-uuid"]}),

@@ -20,6 +20,7 @@ from shared.errors import Forbidden, InvalidRequest
 
 TURN: dict[str, Any] = {"conversation_id": "c1", "turn_id": "t1", "speaker": "Ana", "role": "user",
                         "text": "I moved to Lisbon in May 2023.", "ts": "2023-05-08T13:56:00+01:00"}
+A_UUID, B_UUID = "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
 
 
 def refused(model: type, payload: dict[str, Any], needle: str) -> None:
@@ -101,7 +102,8 @@ def test_recall_request_defaults() -> None:
     ({}, "exactly one"),
     ({"user_id": "u1", "conversation_id": "c1"}, "exactly one"),
     ({"entry_ids": []}, "at least 1 item"),
-    ({"entry_ids": ["e"] * 1000}, "at most 256"),
+    ({"entry_ids": [A_UUID] * 1000}, "at most 256"),
+    ({"entry_ids": ["e1"]}, "at least 32 characters"),
 ])
 def test_forget_refuses(payload: dict[str, Any], needle: str) -> None:
     refused(Forget, payload, needle)
@@ -109,12 +111,19 @@ def test_forget_refuses(payload: dict[str, Any], needle: str) -> None:
 
 @pytest.mark.parametrize(("payload", "needle"), [
     ({"op": "get"}, "needs ids"),
-    ({"op": "history", "ids": ["a", "b"]}, "exactly one id"),
+    ({"op": "history", "ids": [A_UUID, B_UUID]}, "exactly one id"),
+    ({"op": "get", "ids": ["not-a-uuid-but-a-long-enough-id-x"]}, "entry ids are UUIDs"),
+    ({"op": "list", "cursor": "page-2"}, "at least 32 characters"),
     ({"op": "drop"}, "op"),
     ({"limit": 100_000}, "less than or equal to 500"),
 ])
 def test_entries_request_refuses(payload: dict[str, Any], needle: str) -> None:
     refused(EntriesRequest, payload, needle)
+
+
+def test_entry_ids_are_read_in_their_canonical_form() -> None:
+    request = EntriesRequest(op="get", ids=[A_UUID.upper(), "{" + B_UUID + "}"])
+    assert request.ids == [A_UUID, B_UUID]
 
 
 def test_consolidate_request_refuses_unknown_jobs() -> None:

@@ -12,6 +12,7 @@ The last tests pin the bugs these properties caught that 9db9cbb fixed.
 """
 import json
 import string
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import UTC, timedelta, timezone
@@ -318,8 +319,11 @@ ID_PLACES: list[tuple[type[BaseModel], str, dict[str, Any]]] = [
     (Turn, "conversation_id", {}), (Turn, "turn_id", {}), (Turn, "user_id", {}), (Turn, "agent_id", {}),
     (Flush, "conversation_id", {}), (RecallRequest, "user_id", {"query": "q"}),
     (RecallRequest, "conversation_id", {"query": "q"}), (Forget, "user_id", {}), (Forget, "conversation_id", {}),
-    (Forget, "entry_ids", {}), (EntriesRequest, "user_id", {}), (EntriesRequest, "conversation_id", {}),
-    (EntriesRequest, "ids", {}), (ConsolidateRequest, "user_id", {}),
+    (EntriesRequest, "user_id", {}), (EntriesRequest, "conversation_id", {}), (ConsolidateRequest, "user_id", {}),
+]
+# Entry ids are UUIDs besides (the stores address entries by UUID).
+ENTRY_ID_PLACES: list[tuple[type[BaseModel], str, dict[str, Any]]] = [
+    (Forget, "entry_ids", {}), (EntriesRequest, "ids", {}), (EntriesRequest, "cursor", {}),
 ]
 TURN: dict[str, Any] = {"conversation_id": "c1", "turn_id": "t1", "speaker": "Ana", "role": "user",
                         "text": "I moved to Lisbon.", "ts": "2023-05-08T13:56:00+01:00"}
@@ -372,6 +376,53 @@ def test_an_id_of_its_alphabet_is_kept_as_given(place: tuple[type[BaseModel], st
     parsed = model.model_validate_json(id_payload(model, name, base, value))
     held = getattr(parsed, name)
     assert held == ([value] if isinstance(held, list) else value)
+
+
+@quick(200)
+@given(place=st.sampled_from(ENTRY_ID_PLACES + ID_PLACES), value=bad_ids)
+def test_an_entry_id_outside_the_id_alphabet_is_refused_too(place: tuple[type[BaseModel], str, dict[str, Any]],
+                                                            value: str) -> None:
+    """Whatever refuses an id refuses an entry id."""
+    model, name, base = place
+    TRIED["bad-entry-id"] += 1
+    with pytest.raises(ValidationError) as info:
+        model.model_validate_json(id_payload(model, name, base, value))
+    check_refusal(model, info.value)
+
+
+@quick(200)
+@given(place=st.sampled_from(ENTRY_ID_PLACES), value=ids.filter(lambda v: not is_uuid(v)))
+def test_an_entry_id_that_is_no_uuid_is_refused(place: tuple[type[BaseModel], str, dict[str, Any]],
+                                                value: str) -> None:
+    """An id of the alphabet that no entry can have is `invalid_request`, never a store error."""
+    model, name, base = place
+    TRIED["non-uuid-entry-id"] += 1
+    with pytest.raises(ValidationError) as info:
+        model.model_validate_json(id_payload(model, name, base, value))
+    assert name in {str(part) for err in info.value.errors() for part in err["loc"]}, info.value.errors()
+    check_refusal(model, info.value)
+
+
+@quick(200)
+@given(place=st.sampled_from(ENTRY_ID_PLACES), value=st.uuids(),
+       spelling=st.sampled_from([str, lambda v: str(v).upper(), lambda v: v.hex, lambda v: f"{{{v}}}"]))
+def test_an_entry_id_is_kept_in_its_canonical_form(place: tuple[type[BaseModel], str, dict[str, Any]],
+                                                   value: uuid.UUID, spelling: Any) -> None:
+    """Every spelling of a UUID that uuid.UUID reads is accepted, as the lowercase hyphenated form stored."""
+    model, name, base = place
+    TRIED["good-entry-id"] += 1
+    parsed = model.model_validate_json(id_payload(model, name, base, spelling(value)))
+    held = getattr(parsed, name)
+    assert held == ([str(value)] if isinstance(held, list) else str(value))
+
+
+def is_uuid(value: str) -> bool:
+    """Whether uuid.UUID reads `value`."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 bad_tenants = st.one_of(
