@@ -4,6 +4,7 @@ from typing import Any
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
+from shared.contract import EntryView
 from shared.store import EntryFilter, Scope, Store
 
 
@@ -50,3 +51,15 @@ async def dead_letter_count(nats_url: str, tenant: str) -> int:
     finally:
         await nc.close()
     return sum((info.state.subjects or {}).values())
+
+
+def memory_without_ids(views: list[EntryView]) -> list[tuple[Any, ...]]:
+    """A tenant's memory without its ids (which embed the tenant), for comparing two tenants given the same turns:
+    each entry's kind, text, sources, importance, and the texts of what superseded it or it was merged into."""
+    by_id = {v.id: v for v in views}
+
+    def text_of(entry_id: str | None) -> str | None:
+        return by_id[entry_id].text if entry_id in by_id else entry_id
+
+    return sorted((v.kind, v.text, tuple(v.source_turn_ids), text_of(v.superseded_by), text_of(v.merged_into),
+                   v.importance) for v in views)

@@ -18,6 +18,7 @@ from shared.messaging import streams
 from shared.settings import Settings
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually, fast_settings
+from tests.e2e.helpers import memory_without_ids
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 LINES = [("Ana", "I live in Lisbon."), ("Bo", "Nice."), ("Ana", "I work at Google."), ("Bo", "Cool."),
@@ -46,14 +47,7 @@ async def publish(nats_url: str, tenant: str, duplicate: bool = True) -> None:
 async def memory(nats_url: str, tenant: str) -> list[tuple[Any, ...]]:
     """The tenant's memory without its ids (which embed the tenant), for comparing two tenants."""
     async with await MemoryClient.connect(nats_url, tenant) as client:
-        views = (await client.entries(op="list", limit=500)).entries
-    by_id = {v.id: v for v in views}
-
-    def text_of(entry_id: str | None) -> str | None:
-        return by_id[entry_id].text if entry_id in by_id else entry_id
-
-    return sorted((v.kind, v.text, tuple(v.source_turn_ids), text_of(v.superseded_by), text_of(v.merged_into),
-                   v.importance) for v in views)
+        return memory_without_ids((await client.entries(op="list", limit=500)).entries)
 
 
 async def test_each_tenant_runs_once_per_interval_across_two_replicas(tmp_path: Path, nats_url: str,

@@ -1,0 +1,207 @@
+"""Chaos: the process that runs consolidation is SIGKILLed mid-job, again and again, and restarted.
+
+`engram up` runs as production runs it (its own process, Qdrant Edge in its data folder, nats-server apart). Two
+tenants get the same turns; one is consolidated cleanly, the other is killed mid-run at each of several points of
+the job (at the first, third, ... change it announces: announced changes are written right after, so a kill there
+leaves some written and some not), then consolidated once more to the end. Its memory must equal the clean
+tenant's, a further run must change nothing, and every turn must be a source of exactly one active episode.
+"""
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import nats
+import pytest
+
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import ConsolidationSummary, EntryView, Turn
+from shared.errors import EngramError
+from tests.conftest import conversation, unique
+from tests.e2e.conftest import eventually
+from tests.e2e.helpers import memory_without_ids
+
+MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
+CITIES = ["Lisbon", "Porto", "Berlin", "Madrid"]
+JOBS = ["Google", "Spotify", "Farfetch", "Siemens"]
+PETS = ["Luna", "Rex", "Milo", "Nala"]
+KILL_AT_CHANGE = [1, 3, 6]  # the n-th change announced in the run that is killed
+
+
+def lines_of(user: int) -> list[tuple[str, str]]:
+    """A user who moves, changes jobs and gets a pet, with small talk between."""
+    name = f"User{user}"
+    out = []
+    for step in range(3):
+        out += [(name, f"I live in {CITIES[(user + step) % 4]} now."), ("Bot", "Good to know."),
+                (name, f"I work at {JOBS[(user + step) % 4]}."), ("Bot", "Nice."),
+                (name, f"My dog is called {PETS[(user + step) % 4]}."), ("Bot", "Cute.")]
+    return out
+
+
+def turns_of(tenant_users: int) -> list[Turn]:
+    """Each user's life in three conversations months apart, and a repeated conversation that should merge."""
+    turns: list[Turn] = []
+    for user in range(tenant_users):
+        lines = lines_of(user)
+        for step in range(3):
+            turns += conversation(lines[step * 6:(step + 1) * 6], f"u{user}-c{step}",
+                                  MAY + timedelta(days=60 * step), user_id=f"u{user}")
+        for copy in ("again", "twice"):
+            turns += conversation(lines[:6], f"u{user}-{copy}", MAY + timedelta(hours=2), user_id=f"u{user}")
+    return turns
+
+
+class EngramProcess:
+    """`engram up` in its own process, started and SIGKILLed at will, on one data folder."""
+
+    def __init__(self, folder: Path, nats_url: str) -> None:
+        self.folder, self.log = folder, folder / "engram.log"
+        self.env = {**os.environ, "ENGRAM_NATS_URL": nats_url, "ENGRAM_DATA_DIR": str(folder / "data"),
+                    "ENGRAM_HTTP_PORT": "0", "ENGRAM_SWEEP_INTERVAL_S": "0.2", "ENGRAM_SEAL_GRACE_S": "1",
+                    "ENGRAM_IDLE_TIMEOUT_S": "2", "ENGRAM_LEASE_TTL_S": "2",
+                    "ENGRAM_CONSOLIDATE_INTERVAL_S": "1e9"}  # no scheduled run: only the ones the test asks for
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    async def start(self) -> None:
+        """Start it and wait until it says it is up."""
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=self.env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        self.starts += 1
+        deadline = time.monotonic() + 120
+        while b"engram is up" not in self.log.read_bytes()[offset:]:
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, the lease is neither renewed nor given back."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        """SIGTERM, as an orchestrator stops it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@contextlib.asynccontextmanager
+async def engram(folder: Path, nats_url: str) -> AsyncIterator[EngramProcess]:
+    """An EngramProcess, started, and stopped at the end whatever happens."""
+    process = EngramProcess(folder, nats_url)
+    await process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def consolidate_until_done(client: MemoryClient) -> ConsolidationSummary:
+    """Ask until a run finishes: right after a kill the dead run's lease may outlive the request's wait."""
+    async def attempt() -> ConsolidationSummary | None:
+        try:
+            return await client.consolidate()
+        except EngramError:
+            return None
+
+    summary: ConsolidationSummary = await eventually(attempt, lambda s: s is not None, timeout_s=60, interval_s=0.5)
+    return summary
+
+
+async def kill_at_change(process: EngramProcess, nats_url: str, tenant: str, nth: int) -> int:
+    """Start a consolidation of `tenant` and SIGKILL the process when it announces its `nth` change (or when the
+    run ends first). Returns how many changes were announced before the kill."""
+    nc = await nats.connect(nats_url)
+    seen = 0
+    reached = asyncio.Event()
+
+    async def on_event(_: object) -> None:
+        nonlocal seen
+        seen += 1
+        if seen >= nth:
+            reached.set()
+
+    sub = await nc.subscribe(f"mem.{tenant}.events.>", cb=on_event)
+    client = await MemoryClient.connect(nats_url, tenant, timeout_s=60)
+    run = asyncio.create_task(client.consolidate())
+    try:
+        done, _ = await asyncio.wait([run, asyncio.create_task(reached.wait())], timeout=60,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        assert done, "the consolidation neither announced a change nor finished"
+        process.kill()
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        await client.close()
+        await sub.unsubscribe()
+        await nc.close()
+    return seen
+
+
+def accounting(views: list[EntryView], turns: list[Turn]) -> tuple[set[str], list[str]]:
+    """(lost, doubled): turns in no active episode, and turns in more than one."""
+    active = [v for v in views if v.kind == "episodic" and v.merged_into is None and v.superseded_by is None]
+    counts = Counter(t for v in active for t in v.source_turn_ids)
+    return {t.turn_id for t in turns} - set(counts), [t for t, n in counts.items() if n > 1]
+
+
+async def all_entries(client: MemoryClient) -> list[EntryView]:
+    """Every entry of the client's tenant, page by page."""
+    views: list[EntryView] = []
+    cursor = None
+    while True:
+        page = await client.entries(op="list", limit=500, cursor=cursor)
+        views += page.entries
+        if page.next_cursor is None:
+            return views
+        cursor = page.next_cursor
+
+
+@pytest.mark.timeout(600)
+async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(tmp_path: Path, nats_url: str) -> None:
+    crashed, clean = unique("crashed"), unique("clean")
+    turns = turns_of(tenant_users=6)
+    async with engram(tmp_path, nats_url) as process:
+        for tenant in (crashed, clean):
+            async with await MemoryClient.connect(nats_url, tenant, timeout_s=30) as client:
+                await client.publish_turns(turns)
+                for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
+                    await client.flush(conversation_id)
+                await wait_until_stored(client, turns, timeout_s=180)
+        async with await MemoryClient.connect(nats_url, clean, timeout_s=60) as client:
+            reference = await client.consolidate()
+        announced = []
+        for nth in KILL_AT_CHANGE:
+            announced.append(await kill_at_change(process, nats_url, crashed, nth))
+            await process.start()
+        async with await MemoryClient.connect(nats_url, crashed, timeout_s=60) as client:
+            final = await consolidate_until_done(client)
+            again = await client.consolidate()
+            crashed_views = await all_entries(client)
+        async with await MemoryClient.connect(nats_url, clean, timeout_s=60) as client:
+            clean_views = await all_entries(client)
+    lost, doubled = accounting(crashed_views, turns)
+    print(f"\nconsolidator SIGKILLed {len(KILL_AT_CHANGE)} times mid-run (after {announced} announced changes; a "
+          f"clean run makes {reference.superseded} supersedes, {reference.merged} merges); the run after: "
+          f"superseded={final.superseded} merged={final.merged}; one more: superseded={again.superseded} "
+          f"merged={again.merged}; {len(turns)} turns: lost={len(lost)} doubled={len(doubled)}")
+    assert reference.merged > 0, reference  # there was work to cut in the middle (supersede happens at ingest)
+    assert announced[0] >= KILL_AT_CHANGE[0], announced
+    assert not lost and not doubled, (sorted(lost)[:5], doubled[:5])
+    assert accounting(clean_views, turns) == (set(), [])
+    assert memory_without_ids(crashed_views) == memory_without_ids(clean_views)
+    assert (again.superseded, again.merged, again.forgotten) == (0, 0, 0), again
