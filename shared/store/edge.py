@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 import qdrant_edge as qe
 
+from shared.errors import Unavailable
 from shared.store import scope as scoping
+from shared.store.edge_calls import engine_errors, run
 from shared.store.hits import ByIdMixin, dense_of, to_hits
 from shared.store.model import (
     DENSE,
@@ -78,10 +80,13 @@ def _ids(points: list[Any]) -> list[str]:
 
 
 class EdgeStore(ByIdMixin):
-    """Store on Qdrant Edge. Calls run in worker threads so the event loop never blocks on the engine."""
+    """Store on Qdrant Edge. Calls run on the engine's own threads (see edge_calls.py) so the event loop never
+    blocks on the engine. Once closed, every call fails `unavailable` (retried) until `adopt` hands it a shard."""
 
-    def __init__(self, shard: qe.EdgeShard) -> None:
+    def __init__(self, shard: qe.EdgeShard, path: Path | None = None) -> None:
         self._shard = shard
+        self._path = path
+        self._closed = False
         self._write_lock = asyncio.Lock()
         self._retired: list[qe.EdgeShard] = []  # replaced by `adopt`; closed with the store (reads may be on them)
 
@@ -110,14 +115,27 @@ class EdgeStore(ByIdMixin):
         for name, schema in wanted.items():
             if name not in existing:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))
-        return cls(shard)
+        return cls(shard, path)
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called (and no shard adopted since)."""
+        return self._closed
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        """One engine call: refused at once on a closed store, the engine's transient errors as Unavailable."""
+        where = str(self._path or "memory")
+        if self._closed:
+            raise Unavailable(f"the Qdrant Edge shard in {where} is closed")
+        with engine_errors(where):
+            return await run(fn, *args)
 
     async def _read(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.to_thread(fn, *args)
+        return await self._call(fn, *args)
 
     async def _write(self, operation: qe.UpdateOperation) -> None:
         async with self._write_lock:
-            await asyncio.to_thread(self._shard.update, operation)
+            await self._call(self._shard.update, operation)
 
     async def upsert(self, items: list[StoredEntry]) -> None:
         """Insert or replace entries by id."""
@@ -207,9 +225,9 @@ class EdgeStore(ByIdMixin):
         """Delete every entry matching the scope and filter."""
         flt = _filter(scope, entry_filter)
         async with self._write_lock:
-            found = int(await asyncio.to_thread(self._shard.count, qe.CountRequest(exact=True, filter=flt)))
+            found = int(await self._call(self._shard.count, qe.CountRequest(exact=True, filter=flt)))
             if found:
-                await asyncio.to_thread(self._shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+                await self._call(self._shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
         return found
 
     async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
@@ -220,33 +238,39 @@ class EdgeStore(ByIdMixin):
     async def optimize(self) -> None:
         """Build indexes now (HNSW, payload) instead of in the background; for benchmarks and bulk loads."""
         async with self._write_lock:
-            await asyncio.to_thread(self._shard.optimize)
+            await self._call(self._shard.optimize)
 
     def view(self) -> "EdgeStore":
         """Another store over the shard this one serves now, which stays on it after an `adopt` (never close it:
         this store closes the shard)."""
-        return EdgeStore(self._shard)
+        return EdgeStore(self._shard, self._path)
 
     async def adopt(self, other: "EdgeStore") -> None:
-        """Serve from `other`'s shard from now on (a rebuild's switch): writes in progress finish on the old shard
-        first, and `other` must not be used again."""
+        """Serve from `other`'s shard from now on: a rebuild's switch (writes in progress finish on the old shard
+        first), or a closed store given its shard again (`EdgeStore.open` on the same folder). `other` must not be
+        used again."""
         async with self._write_lock:
-            await asyncio.to_thread(self._shard.flush)
-            self._retired.append(self._shard)
-            self._shard = other._shard
+            if not self._closed:
+                await self._call(self._shard.flush)
+                self._retired.append(self._shard)
+            self._shard, self._path, self._closed = other._shard, other._path, False
 
     async def close_retired(self) -> None:
         """Close the shards `adopt` replaced, once nothing reads them any more (a rebuild's carry-over is done)."""
         async with self._write_lock:
             for shard in self._retired:
-                await asyncio.to_thread(shard.close)
+                await run(shard.close)
             self._retired.clear()
 
     async def close(self) -> None:
-        """Flush to disk and close the shard (and any it replaced)."""
+        """Flush to disk and close the shard (and any it replaced); calls from now on fail `unavailable`. Closing
+        a closed store does nothing."""
         async with self._write_lock:
-            await asyncio.to_thread(self._shard.flush)
-            await asyncio.to_thread(self._shard.close)
+            if self._closed:
+                return
+            self._closed = True  # calls arriving meanwhile are refused, not run against a half-closed shard
+            await run(self._shard.flush)
+            await run(self._shard.close)
             for shard in self._retired:
-                await asyncio.to_thread(shard.close)
+                await run(shard.close)
             self._retired.clear()

@@ -65,7 +65,8 @@ def _reachable(what: str) -> Iterator[None]:
     try:
         yield
     except ResponseHandlingException as exc:  # the request never got an answer: connection refused, reset, timeout
-        raise Unavailable(f"Qdrant did not answer {what}: {exc}") from exc
+        cause = exc.source  # httpx's ReadTimeout says nothing in its text: name it
+        raise Unavailable(f"Qdrant did not answer {what}: {type(cause).__name__} {cause}".rstrip()) from exc
     except UnexpectedResponse as exc:
         if exc.status_code == 429 or (exc.status_code or 0) >= 500:
             raise Unavailable(f"Qdrant answered {exc.status_code} to {what}") from exc

@@ -17,7 +17,7 @@ DIM = 4
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[AsyncQdrantClient]:
     client = AsyncQdrantClient(location=":memory:")
-    monkeypatch.setattr(builds, "_client", lambda settings: client)
+    monkeypatch.setattr(builds, "server_client", lambda settings: client)
     yield client
 
 

