@@ -8,6 +8,7 @@ from shared.contract import EntriesRequest, RecallRequest
 from shared.messaging import replies, subjects
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
+from shared.retrieval.fairness import TenantShares
 from shared.runtime import metrics
 from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
@@ -24,25 +25,32 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
     served = served if served is not None else Counter()
     prefix = settings.subject_prefix
     router = NatsRouter(middlewares=[replies.middleware("retriever")])
+    # A tenant over its share of a handler's workers is refused at once, so one tenant's flood cannot hold them all.
+    recalls = TenantShares("recall", settings.recall_workers, settings.recall_tenant_share)
+    lookups = TenantShares("entries", settings.recall_workers, settings.recall_tenant_share)
 
     @router.subscriber(subjects.nats_wildcard(subjects.recall(prefix)), queue=QUEUE,
                        max_workers=settings.recall_workers, decoder=replies.raw_body)
     async def on_recall(msg: NatsMessage) -> bytes:
         served["recall"] += 1
-        try:
-            request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
-        except ValidationError:
-            metrics.recall_requests_total.labels("unknown", "invalid_request").inc()
-            raise
-        return replies.encode(await answer_recall(deps.retrieval, deps.working_memory, replies.tenant_of(msg),
-                                                  request, deps.summarizer))
+        tenant = replies.tenant_of(msg)
+        with recalls.hold(tenant):  # before parsing: a refusal costs next to nothing
+            try:
+                request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
+            except ValidationError:
+                metrics.recall_requests_total.labels("unknown", "invalid_request").inc()
+                raise
+            return replies.encode(await answer_recall(deps.retrieval, deps.working_memory, tenant, request,
+                                                      deps.summarizer))
 
     @router.subscriber(subjects.nats_wildcard(subjects.entries(prefix)), queue=QUEUE,
                        max_workers=settings.recall_workers, decoder=replies.raw_body)
     async def on_entries(msg: NatsMessage) -> bytes:
         served["entries"] += 1
-        request = EntriesRequest.model_validate_json(msg.body)
-        return replies.encode(await entries(deps.retrieval.store, replies.tenant_of(msg), request,
-                                            deps.retrieval.max_reply_bytes))
+        tenant = replies.tenant_of(msg)
+        with lookups.hold(tenant):
+            request = EntriesRequest.model_validate_json(msg.body)
+            return replies.encode(await entries(deps.retrieval.store, tenant, request,
+                                                deps.retrieval.max_reply_bytes))
 
     deps.broker.include_router(router)

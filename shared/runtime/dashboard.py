@@ -151,9 +151,13 @@ def recall() -> Row:
                    "deadline per second.",
                    Target(quantile(0.5, "engram_recall_deep_rounds"), "rounds p50"),
                    Target(per_second("engram_recall_deep_deadline_total"), "deadline / s")),
-        timeseries("Request-reply / s", "Every request-reply message handled, by service, subject and outcome.",
+        timeseries("Request-reply / s", "Every request-reply message handled, by service, subject and outcome; "
+                   "and the requests refused at once because their tenant held its share of a retriever's workers "
+                   "(ENGRAM_RECALL_TENANT_SHARE).",
                    Target(per_second("engram_requests_total", "service, subject, outcome"),
-                          "{{service}} {{subject}} {{outcome}}"), unit="reqps"),
+                          "{{service}} {{subject}} {{outcome}}"),
+                   Target(per_second("engram_tenant_limited_total", "kind"), "{{kind}} over a tenant's share"),
+                   unit="reqps"),
     ))
 
 

@@ -1,0 +1,57 @@
+"""One tenant flooding a retriever with recalls is refused past its share; another tenant's recalls all answer."""
+import asyncio
+from collections import Counter
+
+from prometheus_client import REGISTRY
+
+from services.stack import running
+from shared.client import MemoryClient, wait_until_stored
+from shared.errors import EngramError
+from shared.settings import Settings
+from tests.conftest import conversation, unique
+
+FLOOD_IN_FLIGHT = 64
+CALM_RECALLS = 30
+
+
+async def test_a_flooding_tenant_is_refused_and_the_calm_tenant_is_answered(e2e_settings: Settings,
+                                                                           nats_url: str) -> None:
+    settings = e2e_settings.model_copy(update={"recall_workers": 4, "recall_tenant_share": 0.5})  # 2 per tenant
+    calm_tenant, loud_tenant = unique("calm"), unique("loud")
+    turns = conversation([("Ana", "I moved to Lisbon in May 2023."), ("Bo", "Lisbon suits you, Ana.")],
+                         conversation_id="calm-1")
+    refused_before = REGISTRY.get_sample_value("engram_tenant_limited_total", {"kind": "recall"}) or 0.0
+    outcomes: Counter[str] = Counter()
+    calm_answers = []
+    async with running(settings, nats_url=nats_url) as state, \
+            await MemoryClient.connect(state.nats_url, calm_tenant) as calm, \
+            await MemoryClient.connect(state.nats_url, loud_tenant) as loud:
+        await calm.publish_turns(turns)
+        await calm.flush("calm-1")
+        await wait_until_stored(calm, turns, timeout_s=20)
+        flooding = asyncio.Event()
+        done = asyncio.Event()
+
+        async def flood() -> None:
+            while not done.is_set():
+                try:
+                    await loud.recall("Where does Bo live?")
+                except EngramError as exc:
+                    outcomes[exc.code] += 1
+                    flooding.set()
+                else:
+                    outcomes["ok"] += 1
+
+        flooders = [asyncio.create_task(flood()) for _ in range(FLOOD_IN_FLIGHT)]
+        try:
+            await asyncio.wait_for(flooding.wait(), timeout=20)  # the flood is refused: it is past its share
+            for _ in range(CALM_RECALLS):  # every one of them finds the flooder's requests in the way
+                calm_answers.append(await calm.recall("Where does Ana live?", k=3))
+        finally:
+            done.set()
+            await asyncio.gather(*flooders)
+    refused_after = REGISTRY.get_sample_value("engram_tenant_limited_total", {"kind": "recall"}) or 0.0
+    assert len(calm_answers) == CALM_RECALLS
+    assert all("Lisbon" in a.entries[0].text for a in calm_answers)
+    assert set(outcomes) == {"ok", "unavailable"}, outcomes  # refused, never timed out; and served its share
+    assert refused_after - refused_before == outcomes["unavailable"]
