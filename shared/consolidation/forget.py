@@ -9,9 +9,10 @@ The one hard delete in engram (supersede and merge keep history). In this order,
    written as usual);
 3. stored entries of every kind (superseded and merged-away included), announced as `entries_forgotten` first.
 
-Then a check counts what is left in each place and runs a recall and an entries listing scoped to the subject;
-a window that was being written at the very moment of the request can land just after step 3, so the pass is
-repeated (a bounded number of times) until the check finds nothing. The receipt says what each pass deleted and
+Before step 1 it leaves a forget mark (shared/ingest/forgotten.py): an ingestor drops a turn of the subject it
+fetched before the forget, and a closer deletes the entries of the subject it was writing at that moment. Then a
+check counts what is left in each place and runs a recall and an entries listing scoped to the subject; the pass
+is repeated (a bounded number of times) until the check finds nothing. The receipt says what each pass deleted and
 what the last check found.
 """
 import asyncio
@@ -22,12 +23,14 @@ from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 
+from shared.consolidation import merge
 from shared.consolidation.profile import profile_id
 from shared.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import streams, subjects
+from shared.messaging.connection import transient
 from shared.messaging.events import Publish
-from shared.store import Scope, Store, all_entries
+from shared.store import EntryFilter, Scope, Store, all_entries
 from shared.store.model import SparseVector, Vectors
 
 PASSES = 3              # delete-and-check passes before the receipt reports what is left
@@ -51,6 +54,11 @@ class Places:
 async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
     """Delete the subject of `request` everywhere, then check that nothing of it is left (see the module doc)."""
     check_tenant(request, tenant)
+    if request.entry_ids is None:  # first, so that a turn or window in flight cannot bring the subject back
+        with transient("reading the turns stream's last sequence"):
+            last_seq = (await places.js.stream_info(streams.turns_stream(places.prefix))).state.last_seq
+        await places.working_memory.forgotten.mark(tenant, through_seq=last_seq, user_id=request.user_id,
+                                                   conversation_id=request.conversation_id)
     deleted = DeletedCounts()
     remaining = DeletedCounts()
     for attempt in range(PASSES):
@@ -152,6 +160,16 @@ async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
     profiles = await places.store.get(Scope(tenant_id=tenant), [profile_id(tenant, u) for u in users])
     ids += [p.id for p in profiles if p.id not in ids]
     await erase(places.store, places.publish, Scope(tenant_id=tenant), ids, "forget request")
+    # A conversation's or an entry's episodes may be merged with a user's episodes of other conversations: what
+    # is left must neither hold their turns in its unions nor stay hidden behind an erased keeper.
+    merged_users = sorted({e.user_id for e in found if e.user_id is not None and (e.merged_into or e.merged_from)})
+    if request.user_id is None:
+        for user_id in merged_users:
+            left = await all_entries(places.store, Scope(tenant_id=tenant, user_id=user_id),
+                                     EntryFilter(kinds=["episodic"], include_merged=True, include_superseded=True))
+            for change in merge.mended(left, set(ids)):
+                await places.store.set_payload(Scope(tenant_id=tenant), [change.entry.id],
+                                               {**change.payload, "updated_at": datetime.now(UTC).isoformat()})
     return len(ids)
 
 

@@ -19,10 +19,11 @@ def _busy(buffer: Buffer | None, turn: Turn, policy: WindowPolicy) -> Busy | Non
 
 
 async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, policy: WindowPolicy,
-                      now: datetime | None = None) -> Buffer:
+                      now: datetime | None = None) -> Buffer | None:
     """Store a turn's text, then append it to its conversation's buffer (sealing a window at N turns).
 
-    A repeated turn id changes nothing; a conversation that becomes active is marked in the open index.
+    A repeated turn id changes nothing, nor does a turn its user's or conversation's forget covers (see
+    forgotten.py); a conversation that becomes active is marked in the open index.
 
     Raises:
         Busy: the conversation already has `max_pending_windows` windows waiting to be written.
@@ -35,6 +36,10 @@ async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, p
         metrics.turns_total.labels("duplicate").inc()
         if current.active:  # a redelivery after a crash between the buffer write and the mark
             await wm.index.mark(tenant, conversation_id, when)
+        return current
+    if seq <= await wm.forgotten.through(tenant, conversation_id, turn.user_id):
+        # Fetched before a forget of its user or conversation erased it from the stream: it stays forgotten.
+        metrics.turns_total.labels("forgotten").inc()
         return current
     if (busy := _busy(current, turn, policy)) is not None:
         raise busy

@@ -30,7 +30,7 @@ from shared.ingest.writer import Writer, build, save
 from shared.messaging.deadletter import TurnDeadLetter
 from shared.messaging.events import Publish
 from shared.runtime import metrics
-from shared.store import MemoryEntry, Scope
+from shared.store import MemoryEntry, Scope, StoredEntry
 
 log = logging.getLogger("engram.closer")
 
@@ -236,7 +236,7 @@ class WindowCloser:
         try:
             built = await build(self.writer, [w for w in windows if w is not None])
             await save(self.writer, built)
-            items = built.items
+            items = await self._unless_forgotten(batch, built.items)
         except Exception as exc:  # keep the windows sealed; back off and try again
             return await self._failed(batch, exc)
         metrics.write_seconds.observe(time.perf_counter() - started)
@@ -254,6 +254,27 @@ class WindowCloser:
             metrics.window_end_to_end_seconds.observe((datetime.now(UTC) - sealed.sealed_at).total_seconds())
         metrics.windows_written_total.inc(len(batch))
         return len(batch)
+
+    async def _unless_forgotten(self, batch: list[Due], items: list[StoredEntry]) -> list[StoredEntry]:
+        """Delete the entries just saved whose user or conversation was forgotten while they were being written
+        (their windows began before the forget mark); returns the others. See forgotten.py."""
+        first_seq: dict[Conversation, int] = {}
+        for tenant, conversation_id, sealed in batch:
+            first = min(sealed.seqs, default=0)
+            first_seq[(tenant, conversation_id)] = min(first, first_seq.get((tenant, conversation_id), first))
+        gone: list[StoredEntry] = []
+        for item in items:
+            entry = item.entry
+            seq = first_seq.get((entry.tenant_id, entry.conversation_id))
+            if seq is not None and seq <= await self.wm.forgotten.through(entry.tenant_id, entry.conversation_id,
+                                                                          entry.user_id):
+                gone.append(item)
+        for tenant in {item.entry.tenant_id for item in gone}:
+            ids = [item.entry.id for item in gone if item.entry.tenant_id == tenant]
+            await self.writer.store.delete(Scope(tenant_id=tenant), ids)
+            log.info("deleted %d entries written while their user or conversation was forgotten", len(ids))
+        gone_ids = {item.entry.id for item in gone}
+        return [item for item in items if item.entry.id not in gone_ids]
 
     async def _supersede(self, facts: list[MemoryEntry], now: datetime) -> None:
         """Bring the chains of the slots these new facts state up to date now, so recall is right at once (the

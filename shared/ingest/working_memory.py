@@ -25,6 +25,7 @@ from shared.contract import Turn
 from shared.errors import ConfigError, Unavailable
 from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer
+from shared.ingest.forgotten import ForgetMarks
 from shared.ingest.open_index import OpenIndex
 from shared.messaging import streams
 from shared.messaging.connection import transient
@@ -93,7 +94,7 @@ class WorkingMemory:
     """Buffers, turn texts and the open index of every conversation engram is still collecting turns for."""
 
     def __init__(self, js: JetStreamContext, prefix: str, buffers: KeyValue, turns: KeyValue,
-                 index: OpenIndex, summaries: KeyValue) -> None:
+                 index: OpenIndex, summaries: KeyValue, forgotten: ForgetMarks) -> None:
         self._js = js
         self._buffers_bucket, self._turns_bucket, _ = bucket_names(prefix)
         self._summaries_bucket = summaries_bucket_name(prefix)
@@ -101,6 +102,7 @@ class WorkingMemory:
         self.turn_texts = turns
         self.index = index
         self.summaries = summaries
+        self.forgotten = forgotten
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, ttl_s: float | None = None) -> "WorkingMemory":
@@ -116,7 +118,8 @@ class WorkingMemory:
                    await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
                    OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S),
                    await _bucket(js, summaries_bucket_name(prefix), ttl_s,
-                                 "engram working memory: running summaries of older turns"))
+                                 "engram working memory: running summaries of older turns"),
+                   await ForgetMarks.open(js, prefix))
 
     async def summary(self, tenant: str, conversation_id: str) -> CachedSummary | None:
         """The conversation's running summary, if one was made."""

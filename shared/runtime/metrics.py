@@ -3,7 +3,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-turns_total = Counter("engram_turns_total", "Turns received by the ingestor", ["outcome"])  # accepted|duplicate
+# outcome: accepted, duplicate, forgotten (fetched before a forget of its user or conversation)
+turns_total = Counter("engram_turns_total", "Turns received by the ingestor", ["outcome"])
 flushes_total = Counter("engram_flushes_total", "Flush messages applied")
 windows_sealed_total = Counter("engram_windows_sealed_total", "Windows closed", ["reason"])  # size|idle|flush
 windows_written_total = Counter("engram_windows_written_total", "Sealed windows written as entries")

@@ -1,6 +1,7 @@
 """Forget reaches the places no recall sees: turns still queued in the stream and dead letters (no ingestor is
 consuming here, so the turns stay queued), on a real nats-server and the real store."""
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from shared.consolidation.forget import Places, about, forget
 from shared.contract import EntriesForgotten, Forget
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import connection, nats_server, streams, subjects
-from shared.store import EdgeStore
+from shared.store import EdgeStore, EntryFilter, MemoryEntry, Scope, SparseVector, StoredEntry, Vectors
 from tests.conftest import make_turn, unique
 
 DIM = 8
@@ -72,3 +73,41 @@ async def test_forgetting_a_conversation_erases_its_queued_flushes_too(places: P
     assert receipt.verified and receipt.deleted.queued_turns == 2
     assert len(await streams.matching(places.js, streams.turns_stream("mem"), subjects.flush("mem", tenant),
                                       lambda _: True)) == 1
+
+
+async def merged_pair(places: Places, tenant: str) -> None:
+    """Ana's episode of conversation c1 keeps her near-duplicate episode of c2 (merged by a consolidation)."""
+    now = datetime(2024, 5, 6, tzinfo=UTC)
+
+    def episode(entry_id: str, conversation_id: str, turn: str, **merged: object) -> StoredEntry:
+        entry = MemoryEntry(id=entry_id, tenant_id=tenant, user_id="ana", conversation_id=conversation_id,
+                            text="We booked the cabin by Lake Bled", occurred_at=now, created_at=now, updated_at=now,
+                            source_turn_ids=[turn], keywords=[conversation_id]).model_copy(update=merged)
+        return StoredEntry(entry=entry, vectors=Vectors(dense=[1.0] + [0.0] * (DIM - 1),
+                                                        sparse=SparseVector(indices=[1], values=[1.0])))
+
+    await places.store.upsert([
+        episode(KEEPER, "c1", "c1-0", merged_from=[MEMBER], source_turn_ids=["c1-0", "c2-0"], keywords=["c1", "c2"],
+                unmerged={"source_turn_ids": ["c1-0"], "keywords": ["c1"], "persons": [], "entities": []}),
+        episode(MEMBER, "c2", "c2-0", merged_into=KEEPER)])
+
+
+KEEPER, MEMBER = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000c2"
+
+
+async def test_forgetting_a_merged_conversation_takes_its_turns_out_of_the_episode_that_kept_them(
+        places: Places) -> None:
+    tenant = unique("t")
+    await merged_pair(places, tenant)
+    assert (await forget(places, tenant, Forget(conversation_id="c2"))).verified
+    [keeper] = await places.store.get(Scope(tenant_id=tenant), [KEEPER])
+    assert (keeper.source_turn_ids, keeper.keywords, keeper.merged_from) == (["c1-0"], ["c1"], [])
+
+
+async def test_forgetting_the_conversation_of_a_keeper_makes_the_episode_it_hid_visible_again(
+        places: Places) -> None:
+    tenant = unique("t")
+    await merged_pair(places, tenant)
+    assert (await forget(places, tenant, Forget(conversation_id="c1"))).verified
+    visible = await places.store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(include_merged=False))
+    assert [(e.id, e.source_turn_ids) for e in visible.entries] == [(MEMBER, ["c2-0"])]

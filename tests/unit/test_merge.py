@@ -71,3 +71,28 @@ def test_same_fact_neighbourhoods_leave_no_unasked_candidate_behind() -> None:
     assert all(2 <= len(group) <= MAX_GROUP for group in groups)
     assert len(asked) == sum(len(g) for g in groups)  # disjoint
     assert neighbourhoods([candidate(i, checked=True) for i in range(5)]) == []
+
+
+def test_a_forget_takes_an_erased_member_out_of_its_keepers_unions() -> None:
+    text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
+    k, a, b = episode("k", text, 1, ["k1"]), episode("a", text, 2, ["a1"]), episode("b", text, 3, ["b1"])
+    vectors = {"k": [1.0, 0.0], "a": [1.0, 0.0], "b": [1.0, 0.0]}
+    merged = run({"k": k, "a": a, "b": b}, vectors)
+    assert merged["k"].source_turn_ids == ["k1", "a1", "b1"]
+    left = {i: e for i, e in merged.items() if i != "a"}  # "a" was forgotten
+    mended = dict(left)
+    for change in merge.mended(list(left.values()), {"a"}):
+        mended[change.entry.id] = change.entry.model_copy(update=change.payload)
+    assert state(mended) == state(run({"k": k, "b": b}, vectors))  # as if "a" had never been
+    assert "a" not in mended["k"].keywords
+
+
+def test_a_forget_of_a_keeper_makes_its_members_visible_with_their_own_lists() -> None:
+    text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
+    k, a = episode("k", text, 1, ["k1"]), episode("a", text, 2, ["a1"])
+    merged = run({"k": k, "a": a}, {"k": [1.0, 0.0], "a": [1.0, 0.0]})
+    assert merged["a"].merged_into == "k"
+    [change] = merge.mended([merged["a"]], {"k"})
+    after = change.entry.model_copy(update=change.payload)
+    assert after.merged_into is None and after.source_turn_ids == ["a1"]
+    assert merge.mended([after], {"k"}) == []  # nothing more to mend

