@@ -1,0 +1,27 @@
+"""The soak runs briefly with one engram SIGKILL and one NATS restart, and accounts for every turn exactly once."""
+import asyncio
+import json
+from pathlib import Path
+
+from bench import soak
+
+
+async def test_a_short_soak_with_chaos_loses_nothing_doubles_nothing_and_leaks_nothing(tmp_path: Path) -> None:
+    # Short redelivery and grace, so the windows of the killed process are written within the test's time.
+    code = await asyncio.to_thread(soak.main, [
+        "--duration-s", "24", "--rate", "8", "--tenants", "2", "--users", "3", "--conversations", "2",
+        "--recall-rate", "2", "--consolidate-every-s", "7", "--forget-users", "1", "--forget-conversations", "1",
+        "--kill-every-s", "11", "--restart-nats-every-s", "17", "--settle-timeout-s", "60",
+        "--engram-env", "ENGRAM_ACK_WAIT_S=3", "--engram-env", "ENGRAM_SEAL_GRACE_S=1",
+        "--out", str(tmp_path)])
+    results = json.loads((tmp_path / "results.json").read_text())
+    audit = results["audit"]
+    summary = {k: v for k, v in results.items() if k not in ("samples", "recalls", "buckets")}
+    assert code == 0, summary
+    assert results["chaos"]["engram_kills"] == 2 and results["chaos"]["nats_restarts"] == 1, summary
+    assert audit["lost"] == audit["duplicated"] == audit["leaked"] == results["leaked_in_stream"] == 0
+    assert audit["published"] > 100 and audit["stored"] > 0 and audit["forgotten"] > 0
+    assert results["recall"]["n"] > 0 and results["consolidations"]
+    assert all(f["answered"] for f in results["forgets"]) and len(results["forgets"]) == 2
+    assert results["buckets"] and results["resources"]["rss_mb"]["max"] > 0
+    assert (tmp_path / "soak.png").stat().st_size > 1000
