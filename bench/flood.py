@@ -24,8 +24,8 @@ from rich.table import Table
 from bench import chatter
 from bench.stack import engram_up
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
-from shared.contract import Turn
-from shared.errors import EngramError
+from shared.contract import RecallRequest, Turn
+from shared.errors import EngramError, from_code
 from shared.evaluation.latency import percentiles
 from shared.evaluation.machine import describe
 
@@ -97,13 +97,17 @@ async def _ingest_probes(url: str, phase: str, seconds: float, timeout_s: float)
     return delays
 
 
-def _flooder(url: str, concurrency: int, turns: int, events: "Queue[tuple[str, Any]]", stop: Event) -> None:
+def _flooder(url: str, concurrency: int, turns: int, raw: bool, events: "Queue[tuple[str, Any]]",
+             stop: Event) -> None:
     """The flooding tenant, in a process of its own so its event loop never delays the calm tenant's client."""
-    asyncio.run(_flood(url, concurrency, turns, events, stop))
+    asyncio.run(_flood(url, concurrency, turns, raw, events, stop))
 
 
-async def _flood(url: str, concurrency: int, turns: int, events: "Queue[tuple[str, Any]]", stop: Event) -> None:
-    """Recalls as fast as `concurrency` callers can send them, and `turns` turns published at once, until `stop`."""
+async def _flood(url: str, concurrency: int, turns: int, raw: bool, events: "Queue[tuple[str, Any]]",
+                 stop: Event) -> None:
+    """Recalls as fast as `concurrency` callers can send them, and `turns` turns published at once, until `stop`.
+    With `raw`, the callers ignore engram's retry hint and ask again at once (a hostile client); else they use the
+    SDK, which waits as the hint says."""
     clients = [await MemoryClient.connect(url, FLOODER, timeout_s=REQUEST_TIMEOUT_S) for _ in range(4)]
     outcomes: Counter[str] = Counter()
     stopping = asyncio.Event()
@@ -115,10 +119,16 @@ async def _flood(url: str, concurrency: int, turns: int, events: "Queue[tuple[st
 
     async def recaller(i: int) -> None:
         client = clients[i % len(clients)]
+        payload = RecallRequest(query=QUESTIONS[i % len(QUESTIONS)], user_id=f"{FLOODER}-u", k=10)
         while not stopping.is_set():
             try:
-                await client.recall(QUESTIONS[i % len(QUESTIONS)], user_id=f"{FLOODER}-u", k=10)
-            except Exception as exc:  # a refusal is expected; the caller asks again at once, as a flood does
+                if raw:
+                    reply = await client.raw_request("recall", payload.model_dump_json().encode())
+                    if reply.get("error"):
+                        raise from_code(reply["error"]["code"], reply["error"]["message"])
+                else:
+                    await client.recall(payload)
+            except Exception as exc:  # a refusal is expected; the caller asks again, as a flood does
                 outcomes[_code(exc)] += 1
             else:
                 outcomes["ok"] += 1
@@ -177,7 +187,8 @@ async def _phase(url: str, name: str, args: argparse.Namespace, flood: bool) -> 
     context = multiprocessing.get_context("spawn")
     queue: Queue[tuple[str, Any]] = context.Queue()
     stop = context.Event()
-    process = context.Process(target=_flooder, args=(url, args.flood_concurrency, args.flood_turns, queue, stop))
+    process = context.Process(target=_flooder, args=(url, args.flood_concurrency, args.flood_turns,
+                                                             args.flooder == "raw", queue, stop))
     process.start()
     events = _Events(queue)
     try:
@@ -229,7 +240,8 @@ def print_table(results: dict[str, Any], console: Console) -> None:
     settings = results["settings"]
     console.print(f"machine: {machine['cores']} cores, {machine['memory_gb']} GB, Python {machine['python']}")
     table = Table(title=f"calm tenant at {settings['calm_rate']} recalls/s for {settings['phase_s']} s; flooder: "
-                        f"{settings['flood_concurrency']} recalls in flight and {settings['flood_turns']} turns")
+                        f"{settings['flood_concurrency']} recalls in flight ({settings['flooder']} client) and "
+                        f"{settings['flood_turns']} turns")
     for column in ("phase", "share", "calm ok", "calm errors", "calm p50 ms", "calm p99 ms", "flooder ok",
                    "flooder refused", "flooder other", "flooder CPU %", "calm ingest delay p50 s", "max s"):
         table.add_column(column, justify="right")
@@ -260,6 +272,8 @@ def cli() -> None:
     parser.add_argument("--phase-s", type=float, default=30.0, help="seconds of each phase")
     parser.add_argument("--calm-rate", type=float, default=8.0, help="the calm tenant's recalls per second")
     parser.add_argument("--flood-concurrency", type=int, default=128, help="the flooder's recalls in flight")
+    parser.add_argument("--flooder", choices=["sdk", "raw"], default="sdk",
+                        help="sdk: the flooder's client waits as engram's retry hint says; raw: it asks again at once")
     parser.add_argument("--flood-turns", type=int, default=2000, help="turns the flooder publishes at once")
     parser.add_argument("--seed-turns", type=int, default=80, help="turns each tenant stores before measuring")
     parser.add_argument("--probe-timeout-s", type=float, default=600.0,

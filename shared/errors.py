@@ -40,6 +40,20 @@ class Busy(Unavailable):
     """engram is behind on this conversation; the message is valid and waits, however long that takes."""
 
 
+class OverShare(Unavailable):
+    """The tenant already has its share of a service's workers in flight; the same request shortly will pass.
+
+    Replies to it carry the header RETRY_AFTER_HEADER, which the SDK honours (it asks again after that long,
+    backing off, within the request's timeout), so a busy tenant's well-behaved clients slow down instead of
+    failing, and other tenants keep their share.
+    """
+
+    retry_after_s: ClassVar[float] = 0.05
+
+
+RETRY_AFTER_HEADER = "Engram-Retry-After-Ms"
+
+
 class Timeout(EngramError):
     """A dependency did not answer in time."""
 

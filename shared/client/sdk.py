@@ -1,6 +1,10 @@
 """MemoryClient: the async SDK a chat product or service uses to talk to engram over NATS."""
+import asyncio
+import itertools
 import json
 import logging
+import random
+import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -27,12 +31,13 @@ from shared.contract import (
     Turn,
     validate_tenant,
 )
-from shared.errors import Timeout, Unavailable, from_code
+from shared.errors import RETRY_AFTER_HEADER, Timeout, Unavailable, from_code
 from shared.messaging import connection, subjects
 from shared.security import ANONYMOUS, NatsSecurity
 
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
+MAX_RETRY_WAIT_S = 1.0  # the longest wait between two tries of a request engram asked to retry
 
 
 class MemoryClient:
@@ -100,20 +105,32 @@ class MemoryClient:
 
     async def _request(self, subject: str, request: BaseModel, reply_type: type[R],
                        timeout_s: float | None = None) -> R:
+        """One request and its reply. When engram answers with a retry hint (the tenant has its share of the
+        workers in flight: RETRY_AFTER_HEADER), ask again after that long, doubling each time up to
+        MAX_RETRY_WAIT_S, with jitter, for as long as the timeout leaves; then raise the refusal."""
         timeout_s = timeout_s or self._timeout_s
-        try:
-            msg = await self._nc.request(subject, request.model_dump_json(exclude_none=True).encode(),
-                                         timeout=timeout_s)
-        except NoRespondersError as exc:
-            raise Unavailable(f"nobody answers {subject}; is engram running?") from exc
-        except NatsTimeout as exc:
-            raise Timeout(f"{subject} did not answer within {timeout_s}s") from exc
-        except (OutboundBufferLimitError, ConnectionClosedError) as exc:
-            raise Unavailable(f"cannot send to {subject} now: {type(exc).__name__}") from exc
-        reply = reply_type.model_validate_json(msg.data)
-        if reply.error is not None:
+        deadline = time.monotonic() + timeout_s
+        payload = request.model_dump_json(exclude_none=True).encode()
+        for attempt in itertools.count():
+            try:
+                msg = await self._nc.request(subject, payload, timeout=max(0.001, deadline - time.monotonic()))
+            except NoRespondersError as exc:
+                raise Unavailable(f"nobody answers {subject}; is engram running?") from exc
+            except NatsTimeout as exc:
+                raise Timeout(f"{subject} did not answer within {timeout_s}s") from exc
+            except (OutboundBufferLimitError, ConnectionClosedError) as exc:
+                raise Unavailable(f"cannot send to {subject} now: {type(exc).__name__}") from exc
+            reply = reply_type.model_validate_json(msg.data)
+            if reply.error is None:
+                return reply
+            hint = (msg.headers or {}).get(RETRY_AFTER_HEADER)
+            if hint is not None and hint.isdigit():
+                wait = min(MAX_RETRY_WAIT_S, int(hint) / 1000 * 2 ** attempt) * random.uniform(0.5, 1.5)
+                if time.monotonic() + wait < deadline:
+                    await asyncio.sleep(wait)
+                    continue
             raise from_code(reply.error.code, reply.error.message)
-        return reply
+        raise AssertionError("unreachable")
 
     async def recall(self, query: str | RecallRequest, **fields: Any) -> RecallResponse:
         """Memories relevant to `query` (a string plus RecallRequest fields, or a whole RecallRequest)."""

@@ -5,9 +5,11 @@ from typing import Any
 
 from faststream import BaseMiddleware
 from faststream.message import StreamMessage
+from faststream.nats import NatsResponse
 
 from shared.contract import Reply
 from shared.contract.failures import error_body
+from shared.errors import RETRY_AFTER_HEADER, OverShare
 from shared.messaging import subjects
 from shared.runtime import logs, metrics
 
@@ -32,7 +34,14 @@ def middleware(service: str) -> type[BaseMiddleware]:
                 if body.code == "internal":
                     log.exception("internal error answering %s", subject, exc_info=exc)
                 result = Reply(error=body)
-            outcome = result.error.code if isinstance(result, Reply) and result.error else "ok"
+                if isinstance(exc, OverShare):  # the SDK asks again after this long
+                    result = NatsResponse(encode(result), headers={
+                        RETRY_AFTER_HEADER: str(round(exc.retry_after_s * 1000))})
+            outcome = "ok"
+            if isinstance(result, Reply) and result.error:
+                outcome = result.error.code
+            elif isinstance(result, NatsResponse):
+                outcome = "unavailable"
             metrics.requests_total.labels(service, kind or "unknown", outcome).inc()
             logs.handled(log, service=service, tenant=tenant, subject=subject, outcome=outcome, started=started)
             return result

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from shared.errors import Unavailable
+from shared.errors import OverShare
 from shared.runtime import metrics
 
 
@@ -46,12 +46,12 @@ class TenantShares:
         """Count one request of the tenant while it is handled; raise `Unavailable` at once if it has no share left.
 
         Raises:
-            Unavailable: the tenant already has `limit` requests in flight here (a retry shortly will pass).
+            OverShare: the tenant already has `limit` requests in flight here (a retry shortly will pass).
         """
         held = self._held.get(tenant, 0)
         if held >= self.limit:
             metrics.tenant_limited_total.labels(self.kind).inc()
-            raise Unavailable(f"tenant {tenant!r} already has {held} {self.kind} requests in flight on this "
+            raise OverShare(f"tenant {tenant!r} already has {held} {self.kind} requests in flight on this "
                               f"retriever, its share of the {self.workers} workers (ENGRAM_RECALL_TENANT_SHARE="
                               f"{self.share:g}); retry shortly, or send fewer at once")
         self._held[tenant] = held + 1
