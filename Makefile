@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-stamp
 SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus docker-compose:docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint system-deps bench eval clean
+.PHONY: run test lint system-deps bench soak flood eval clean
 
 # Reinstall only when pyproject.toml changed since the last install (or the venv is missing).
 $(STAMP): pyproject.toml
@@ -39,6 +39,13 @@ system-deps:
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --out bench-out
+
+# SOAK_ARGS, e.g. "--duration-s 3600 --kill-every-s 300 --restart-nats-every-s 900" (python -m bench.soak --help)
+soak: $(STAMP)
+	$(BIN)/python -m bench.soak --out bench-out/soak $(SOAK_ARGS)
+
+flood: $(STAMP)
+	$(BIN)/python -m bench.flood --out bench-out/flood
 
 eval: $(STAMP)
 	$(BIN)/engram eval locomo --out eval-out

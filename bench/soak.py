@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if any("=" not in item for item in args.engram_env):
         raise SystemExit("--engram-env takes KEY=VALUE")
     logging.basicConfig(level=logging.WARNING)
-    console = Console()
+    console = Console(width=160)  # the tables are wide; a pipe would get 80 columns
     results = asyncio.run(run(args))
     soak_report.print_tables(results, console)
     for path in soak_report.write(results, args.out):

@@ -32,14 +32,17 @@ def buckets(samples: list[dict[str, Any]], recalls: list[tuple[float, float]], e
 
 
 def _known(samples: list[dict[str, Any]], key: str) -> list[Any]:
-    return [s[key] for s in samples if s[key] is not None]
+    return [s[key] for s in samples if s.get(key) is not None]
 
 
 def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """RSS (start, max, end) and lag (max, end) over the whole run."""
     rss, lag, behind = _known(samples, "rss_mb"), _known(samples, "lag"), _known(samples, "behind")
+    anon = _known(samples, "anon_mb")
     return {"rss_mb": {"start": rss[0] if rss else None, "max": max(rss, default=None),
                        "end": rss[-1] if rss else None},
+            "anon_mb": {"start": anon[0] if anon else None, "max": max(anon, default=None),
+                        "end": anon[-1] if anon else None},
             "lag": {"max": max(lag, default=None), "end": lag[-1] if lag else None},
             "behind": {"max": max(behind, default=None), "end": behind[-1] if behind else None}}
 
@@ -68,12 +71,12 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
     recall, res = results["recall"], results["resources"]
     table = Table(title="recall latency, engram RSS and consumer lag over the run")
     for column in ("recalls", "errors", "p50 ms", "p95 ms", "p99 ms", "RSS start MB", "RSS max MB", "RSS end MB",
-                   "lag max", "lag end", "not stored yet max"):
+                   "heap start MB", "heap end MB", "lag max", "lag end", "not stored yet max"):
         table.add_column(column, justify="right")
     table.add_row(f"{recall['n']:,}", str(sum(recall["errors"].values())), _num(recall["p50"]), _num(recall["p95"]),
                   _num(recall["p99"]), _num(res["rss_mb"]["start"], 0), _num(res["rss_mb"]["max"], 0),
-                  _num(res["rss_mb"]["end"], 0), _num(res["lag"]["max"], 0), _num(res["lag"]["end"], 0),
-                  _num(res["behind"]["max"], 0))
+                  _num(res["rss_mb"]["end"], 0), _num(res["anon_mb"]["start"], 0), _num(res["anon_mb"]["end"], 0),
+                  _num(res["lag"]["max"], 0), _num(res["lag"]["end"], 0), _num(res["behind"]["max"], 0))
     console.print(table)
     table = Table(title=f"per {options['bucket_s']:g} s (the load ran for {results['throughput']['load_s']:.0f} s; "
                         f"later buckets are the wait until everything settled)")
@@ -128,6 +131,9 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
     alive = [s for s in samples if s["rss_mb"] is not None]
     rss.plot([s["t_s"] for s in alive], [s["rss_mb"] for s in alive], ".", markersize=3, color="green",
              label="engram RSS")
+    heap = [s for s in alive if s.get("anon_mb") is not None]
+    rss.plot([s["t_s"] for s in heap], [s["anon_mb"] for s in heap], ".", markersize=3, color="purple",
+             label="of which heap (RssAnon)")
     rss.set_ylabel("MB")
     rss.set_xlabel("seconds since the load started")
     rss.set_title("engram resident memory (VmRSS)")

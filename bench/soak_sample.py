@@ -31,6 +31,7 @@ class Sample:
     behind: int             # published turns (not forgotten) no created entry names yet: in the stream or in
                             # working memory (an under-estimate of `stored` after an outage loses events)
     rss_mb: float | None    # engram's VmRSS
+    anon_mb: float | None   # of which its own heap (RssAnon); the rest is mapped files, mostly the store's
     recalls: int            # answered so far
     recall_errors: int
 
@@ -93,7 +94,7 @@ class Sampler:
                      if key not in self.stored and not self.ledger.forgotten(key[0], user_id, conversation_id))
         found = Sample(t_s=round(self.ledger.elapsed(), 2), published=len(self.ledger.published),
                        stored=len(self.stored), lag=await self.lag(), behind=behind,
-                       rss_mb=rss_mb(pid) if pid else None,
+                       rss_mb=rss_mb(pid) if pid else None, anon_mb=rss_mb(pid, "RssAnon") if pid else None,
                        recalls=len(self.ledger.recalls), recall_errors=sum(self.ledger.recall_errors.values()))
         self.samples.append(found)
         return found

@@ -14,12 +14,13 @@ START_TIMEOUT_S = 180.0
 READY_LINE = b"engram is up"
 
 
-def rss_mb(pid: int) -> float | None:
-    """Resident memory of a process (VmRSS in /proc/<pid>/status), in MB; None when it is gone."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """Resident memory of a process (`field` of /proc/<pid>/status: VmRSS in all, RssAnon its own heap, which a
+    leak grows, RssFile the mapped files such as the store's segments), in MB; None when it is gone."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024
     except (FileNotFoundError, ProcessLookupError, ValueError):
         return None
