@@ -38,6 +38,7 @@ from shared.security import ANONYMOUS, NatsSecurity
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
 MAX_RETRY_WAIT_S = 1.0  # the longest wait between two tries of a request engram asked to retry
+DEEP_TIMEOUT_S = 20.0   # a deep recall's client timeout at least (engram's own deadlines are 8 + 5 s by default)
 
 
 class MemoryClient:
@@ -125,7 +126,8 @@ class MemoryClient:
                 return reply
             hint = (msg.headers or {}).get(RETRY_AFTER_HEADER)
             if hint is not None and hint.isdigit():
-                wait = min(MAX_RETRY_WAIT_S, int(hint) / 1000 * 2 ** attempt) * random.uniform(0.5, 1.5)
+                first_s = max(1, int(hint)) / 1000
+                wait = min(MAX_RETRY_WAIT_S, first_s * 2 ** min(attempt, 16)) * random.uniform(0.5, 1.5)
                 if time.monotonic() + wait < deadline:
                     await asyncio.sleep(wait)
                     continue
@@ -135,7 +137,9 @@ class MemoryClient:
     async def recall(self, query: str | RecallRequest, **fields: Any) -> RecallResponse:
         """Memories relevant to `query` (a string plus RecallRequest fields, or a whole RecallRequest)."""
         request = query if isinstance(query, RecallRequest) else RecallRequest(query=query, **fields)
-        return await self._request(subjects.recall(self._prefix, self.tenant), request, RecallResponse)
+        # A deep recall may take engram's deep and recall deadlines together (13 s by default) to answer.
+        timeout_s = max(self._timeout_s, DEEP_TIMEOUT_S) if request.mode == "deep" else None
+        return await self._request(subjects.recall(self._prefix, self.tenant), request, RecallResponse, timeout_s)
 
     async def entries(self, request: EntriesRequest | None = None, **fields: Any) -> EntriesResponse:
         """List, get or trace stored entries (admin)."""

@@ -30,7 +30,7 @@ from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import streams, subjects
 from shared.messaging.connection import transient
 from shared.messaging.events import Publish
-from shared.store import EntryFilter, Scope, Store, all_entries
+from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 from shared.store.model import SparseVector, Vectors
 
 PASSES = 3              # delete-and-check passes before the receipt reports what is left
@@ -159,18 +159,24 @@ async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
     users = sorted({e.user_id for e in found if e.user_id is not None and e.kind != "profile"})
     profiles = await places.store.get(Scope(tenant_id=tenant), [profile_id(tenant, u) for u in users])
     ids += [p.id for p in profiles if p.id not in ids]
+    if request.user_id is None:  # a user's merges stay within the user: all of them go
+        await _mend_merges(places.store, tenant, found, set(ids))
     await erase(places.store, places.publish, Scope(tenant_id=tenant), ids, "forget request")
-    # A conversation's or an entry's episodes may be merged with a user's episodes of other conversations: what
-    # is left must neither hold their turns in its unions nor stay hidden behind an erased keeper.
-    merged_users = sorted({e.user_id for e in found if e.user_id is not None and (e.merged_into or e.merged_from)})
-    if request.user_id is None:
-        for user_id in merged_users:
-            left = await all_entries(places.store, Scope(tenant_id=tenant, user_id=user_id),
-                                     EntryFilter(kinds=["episodic"], include_merged=True, include_superseded=True))
-            for change in merge.mended(left, set(ids)):
-                await places.store.set_payload(Scope(tenant_id=tenant), [change.entry.id],
-                                               {**change.payload, "updated_at": datetime.now(UTC).isoformat()})
     return len(ids)
+
+
+async def _mend_merges(store: Store, tenant: str, found: list[MemoryEntry], erased: set[str]) -> None:
+    """Before erasing: take the erased episodes out of the merges of their owners' episodes that stay (a keeper
+    loses their turns, persons and keywords; an episode hidden behind an erased keeper is visible again). Done
+    first, so that a forget asked again after a failure still finds what to mend."""
+    owners = {Scope(tenant_id=tenant, user_id=e.user_id) if e.user_id is not None
+              else Scope(tenant_id=tenant, conversation_id=e.conversation_id)
+              for e in found if e.kind == "episodic" and (e.merged_into or e.merged_from)}
+    episodes = EntryFilter(kinds=["episodic"], include_merged=True, include_superseded=True)
+    for owner in sorted(owners, key=lambda o: (o.user_id or "", o.conversation_id or "")):
+        for change in merge.mended(await all_entries(store, owner, episodes), erased):
+            await store.set_payload(Scope(tenant_id=tenant), [change.entry.id],
+                                    {**change.payload, "updated_at": datetime.now(UTC).isoformat()})
 
 
 async def erase(store: Store, publish: Publish, scope: Scope, ids: list[str], reason: str) -> None:

@@ -40,6 +40,7 @@ INDEX_REFRESH_S = 300.0  # the open-index watch is started over this often (and 
 Conversation = tuple[str, str]                # (tenant, conversation id)
 Due = tuple[str, str, SealedWindow]           # a window to write
 WindowKey = tuple[str, str, tuple[int, ...]]  # (tenant, conversation id, its turns' sequences)
+TurnKey = tuple[str, str, str]                # (tenant, conversation id, turn id)
 
 
 def interleaved(todo: list[Due]) -> list[Due]:
@@ -190,13 +191,16 @@ class WindowCloser:
 
     async def write_pending(self, conversations: list[Conversation], min_age_s: float) -> int:
         """Write the sealed windows of these conversations that are at least `min_age_s` old. Returns how many."""
+        return await self._write_all(await self._writable_of(conversations, min_age_s))
+
+    async def _writable_of(self, conversations: list[Conversation], min_age_s: float) -> list[Due]:
         now = datetime.now(UTC)
         todo: list[Due] = []
         for tenant, conversation_id in conversations:
             buffer = await self.wm.get(tenant, conversation_id)
             if buffer is not None:
                 todo += self._writable(tenant, conversation_id, buffer, now, min_age_s)
-        return await self._write_all(todo)
+        return todo
 
     async def drain(self, timeout_s: float = 10.0) -> None:
         """On stop: write the windows this replica sealed, for at most `timeout_s`.
@@ -212,9 +216,9 @@ class WindowCloser:
                         "writes them after %g s", type(exc).__name__, exc, self.policy.seal_grace_s)
 
     async def _write_all(self, todo: list[Due]) -> int:
-        """Write `todo` in batches that take from each tenant in turn. When a window of a tenant not in `todo` is
-        sealed here meanwhile, stop after the batch and hand the conversations left back to the loop, which gathers
-        them with the new one: the newcomer is written in the next batch, not after the whole backlog."""
+        """Write `todo` in batches that take from each tenant in turn. A tenant with nothing in the queue whose
+        window is sealed here meanwhile joins it after the batch (its conversations are read then, the queue is not
+        read again), so it is written in the next batch, not after the whole backlog."""
         written = 0
         queue = interleaved(todo)
         while queue:
@@ -224,19 +228,21 @@ class WindowCloser:
             except Exception:  # e.g. NATS went away after the entries were stored: the windows stay sealed
                 log.exception("finishing %d written windows failed; they are written again later", len(batch))
             waiting = {tenant for tenant, _, _ in queue}
-            if queue and any(tenant not in waiting for tenant, _ in self._mine):
-                self._mine.update((tenant, conversation_id) for tenant, conversation_id, _ in queue)
-                self._wake.set()
-                break
+            newcomers = sorted(c for c in self._mine if c[0] not in waiting)
+            if queue and newcomers:
+                self._mine.difference_update(newcomers)
+                queue = interleaved(await self._writable_of(newcomers, 0.0) + queue)
         return written
 
     async def _write(self, batch: list[Due]) -> int:
         started = time.perf_counter()
-        windows = [await self._window(tenant, conversation_id, sealed) for tenant, conversation_id, sealed in batch]
+        turns: dict[TurnKey, tuple[int, str | None]] = {}
+        windows = [await self._window(tenant, conversation_id, sealed, turns)
+                   for tenant, conversation_id, sealed in batch]
         try:
             built = await build(self.writer, [w for w in windows if w is not None])
             await save(self.writer, built)
-            items = await self._unless_forgotten(batch, built.items)
+            items = await self._unless_forgotten(built.items, turns)
         except Exception as exc:  # keep the windows sealed; back off and try again
             return await self._failed(batch, exc)
         metrics.write_seconds.observe(time.perf_counter() - started)
@@ -255,26 +261,32 @@ class WindowCloser:
         metrics.windows_written_total.inc(len(batch))
         return len(batch)
 
-    async def _unless_forgotten(self, batch: list[Due], items: list[StoredEntry]) -> list[StoredEntry]:
-        """Delete the entries just saved whose user or conversation was forgotten while they were being written
-        (their windows began before the forget mark); returns the others. See forgotten.py."""
-        first_seq: dict[Conversation, int] = {}
-        for tenant, conversation_id, sealed in batch:
-            first = min(sealed.seqs, default=0)
-            first_seq[(tenant, conversation_id)] = min(first, first_seq.get((tenant, conversation_id), first))
-        gone: list[StoredEntry] = []
+    async def _unless_forgotten(self, items: list[StoredEntry],
+                                turns: dict[TurnKey, tuple[int, str | None]]) -> list[StoredEntry]:
+        """Delete the entries just saved that hold a turn a forget covers (its user's or its conversation's mark
+        is at or after the turn's sequence: the forget ran while the window was being written); returns the others.
+        A window the forget changed (a user's turns taken out) stays sealed in its new form and is written again.
+        See forgotten.py."""
+        marks: dict[tuple[str, str, str | None], int] = {}
+        gone: set[str] = set()
         for item in items:
             entry = item.entry
-            seq = first_seq.get((entry.tenant_id, entry.conversation_id))
-            if seq is not None and seq <= await self.wm.forgotten.through(entry.tenant_id, entry.conversation_id,
-                                                                          entry.user_id):
-                gone.append(item)
-        for tenant in {item.entry.tenant_id for item in gone}:
-            ids = [item.entry.id for item in gone if item.entry.tenant_id == tenant]
+            for turn_id in entry.source_turn_ids:
+                found = turns.get((entry.tenant_id, entry.conversation_id, turn_id))
+                if found is None:
+                    continue
+                seq, user_id = found
+                key = (entry.tenant_id, entry.conversation_id, user_id)
+                if key not in marks:
+                    marks[key] = await self.wm.forgotten.through(*key)
+                if seq <= marks[key]:
+                    gone.add(entry.id)
+                    break
+        for tenant in sorted({item.entry.tenant_id for item in items if item.entry.id in gone}):
+            ids = [item.entry.id for item in items if item.entry.id in gone and item.entry.tenant_id == tenant]
             await self.writer.store.delete(Scope(tenant_id=tenant), ids)
-            log.info("deleted %d entries written while their user or conversation was forgotten", len(ids))
-        gone_ids = {item.entry.id for item in gone}
-        return [item for item in items if item.entry.id not in gone_ids]
+            log.info("deleted %d entries written while a turn of theirs was forgotten", len(ids))
+        return [item for item in items if item.entry.id not in gone]
 
     async def _supersede(self, facts: list[MemoryEntry], now: datetime) -> None:
         """Bring the chains of the slots these new facts state up to date now, so recall is right at once (the
@@ -292,10 +304,14 @@ class WindowCloser:
                 log.warning("superseding %d slots at write failed (%s: %s); the consolidator will", len(keys),
                             type(exc).__name__, exc)
 
-    async def _window(self, tenant: str, conversation_id: str, sealed: SealedWindow) -> Window | None:
+    async def _window(self, tenant: str, conversation_id: str, sealed: SealedWindow,
+                      seen: dict[TurnKey, tuple[int, str | None]]) -> Window | None:
+        """The window's turns from working memory (each also noted in `seen` with its sequence and user)."""
         wanted = [*sealed.seqs, *([sealed.context] if sealed.context is not None else [])]
         texts = await self.wm.turns(tenant, conversation_id, wanted)
         turns = [texts[s] for s in sealed.seqs if s in texts]
+        seen.update({(tenant, conversation_id, texts[s].turn_id): (s, texts[s].user_id)
+                     for s in sealed.seqs if s in texts})
         if len(turns) < len(sealed.seqs):
             current = await self.wm.get(tenant, conversation_id)
             if current is None or sealed not in current.sealed:
@@ -320,7 +336,11 @@ class WindowCloser:
         body = error_body(exc)
         metrics.window_failures_total.labels(body.code).inc()
         retryable = isinstance(exc, EngramError) and exc.retryable
-        if not retryable and len(batch) > 1:  # find the window that fails, so the others are not held back
+        # Find the window that fails, so the others are not held back: at once for a failure retrying cannot fix,
+        # and for a retryable one once the same windows have failed together twice (a dependency that is down
+        # fails them one by one as fast; one that fails on one window alone holds back only that window).
+        repeated = all(self._backoff.get((t, c, tuple(w.seqs)), _Backoff()).attempts >= 2 for t, c, w in batch)
+        if len(batch) > 1 and (not retryable or repeated):
             return sum([await self._write([one]) for one in batch])
         log.warning("writing %d windows failed (%s: %s); will retry", len(batch), body.code, body.message,
                     exc_info=body.code == "internal")

@@ -18,12 +18,19 @@ import json
 
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
-from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+)
 from nats.js.kv import KeyValue
 
+from shared.errors import Unavailable
 from shared.messaging.connection import transient
 
 MARK_TTL_S = 86_400.0
+MARK_ATTEMPTS = 20
 
 
 def bucket_name(prefix: str) -> str:
@@ -59,9 +66,25 @@ class ForgetMarks:
         kind, subject_id = ("u", user_id) if user_id is not None else ("c", conversation_id)
         assert subject_id is not None, "a forget mark names a user or a conversation"
         key = mark_key(tenant, kind, subject_id)
-        through_seq = max(through_seq, await self._read(key))  # an earlier forget may have reached further
-        with transient("recording a forget mark"):
-            await self.kv.put(key, json.dumps({"through_seq": through_seq}).encode())
+        for _ in range(MARK_ATTEMPTS):  # compare-and-set: a mark only ever moves forward
+            with transient("recording a forget mark"):
+                try:
+                    entry = await self.kv.get(key)
+                except (KeyNotFoundError, KeyDeletedError):
+                    entry = None
+                held = _through(entry.value) if entry is not None else 0
+                if held >= through_seq:
+                    return  # another forget of the subject reached as far
+                value = json.dumps({"through_seq": through_seq}).encode()
+                try:
+                    if entry is None:
+                        await self.kv.create(key, value)
+                    else:
+                        await self.kv.update(key, value, last=entry.revision)
+                    return
+                except KeyWrongLastSequenceError:
+                    continue  # changed meanwhile: read it again
+        raise Unavailable(f"the forget mark of {kind}:{subject_id!r} kept changing; ask again")
 
     async def through(self, tenant: str, conversation_id: str, user_id: str | None) -> int:
         """The last stream sequence forgotten for a turn of this conversation and user (0: none)."""
@@ -76,4 +99,8 @@ class ForgetMarks:
                 entry = await self.kv.get(key)
             except (KeyNotFoundError, KeyDeletedError):
                 return 0
-        return int(json.loads(entry.value or b"{}").get("through_seq", 0))
+        return _through(entry.value)
+
+
+def _through(value: bytes | None) -> int:
+    return int(json.loads(value or b"{}").get("through_seq", 0))

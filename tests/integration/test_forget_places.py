@@ -75,12 +75,12 @@ async def test_forgetting_a_conversation_erases_its_queued_flushes_too(places: P
                                       lambda _: True)) == 1
 
 
-async def merged_pair(places: Places, tenant: str) -> None:
+async def merged_pair(places: Places, tenant: str, user_id: str | None = "ana", second: str = "c2") -> None:
     """Ana's episode of conversation c1 keeps her near-duplicate episode of c2 (merged by a consolidation)."""
     now = datetime(2024, 5, 6, tzinfo=UTC)
 
     def episode(entry_id: str, conversation_id: str, turn: str, **merged: object) -> StoredEntry:
-        entry = MemoryEntry(id=entry_id, tenant_id=tenant, user_id="ana", conversation_id=conversation_id,
+        entry = MemoryEntry(id=entry_id, tenant_id=tenant, user_id=user_id, conversation_id=conversation_id,
                             text="We booked the cabin by Lake Bled", occurred_at=now, created_at=now, updated_at=now,
                             source_turn_ids=[turn], keywords=[conversation_id]).model_copy(update=merged)
         return StoredEntry(entry=entry, vectors=Vectors(dense=[1.0] + [0.0] * (DIM - 1),
@@ -89,7 +89,7 @@ async def merged_pair(places: Places, tenant: str) -> None:
     await places.store.upsert([
         episode(KEEPER, "c1", "c1-0", merged_from=[MEMBER], source_turn_ids=["c1-0", "c2-0"], keywords=["c1", "c2"],
                 unmerged={"source_turn_ids": ["c1-0"], "keywords": ["c1"], "persons": [], "entities": []}),
-        episode(MEMBER, "c2", "c2-0", merged_into=KEEPER)])
+        episode(MEMBER, second, "c2-0", merged_into=KEEPER)])
 
 
 KEEPER, MEMBER = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000c2"
@@ -109,5 +109,13 @@ async def test_forgetting_the_conversation_of_a_keeper_makes_the_episode_it_hid_
     tenant = unique("t")
     await merged_pair(places, tenant)
     assert (await forget(places, tenant, Forget(conversation_id="c1"))).verified
+    visible = await places.store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(include_merged=False))
+    assert [(e.id, e.source_turn_ids) for e in visible.entries] == [(MEMBER, ["c2-0"])]
+
+
+async def test_forgetting_a_keeper_by_id_in_a_conversation_without_users_mends_its_member(places: Places) -> None:
+    tenant = unique("t")
+    await merged_pair(places, tenant, user_id=None, second="c1")  # one conversation, no user: it is the owner
+    assert (await forget(places, tenant, Forget(entry_ids=[KEEPER]))).verified
     visible = await places.store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(include_merged=False))
     assert [(e.id, e.source_turn_ids) for e in visible.entries] == [(MEMBER, ["c2-0"])]
