@@ -2,6 +2,7 @@
 as a model would (tests/fakes/chat_model.py derives every answer from the turns in the request), through NATS and
 Qdrant Edge. Valid answers are stored as given; every kind of bad answer or outage ends in the offline path with
 nothing lost and the right counters; deep recall stays within its rounds and deadline."""
+import itertools
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -231,14 +232,26 @@ async def test_deep_recall_answers_by_its_deadline_with_what_it_has(client: Memo
     assert elapsed < 2.0 + 1.5  # the deadline, plus one call's timeout at most (a bound, not a benchmark)
 
 
-async def test_deep_recall_with_the_model_down_answers_like_fast(client: MemoryClient, fake: FakeOpenAI) -> None:
+async def test_deep_recall_with_the_model_down_answers_like_fast(client: MemoryClient, fake: FakeOpenAI,
+                                                                 llm_stack: Running) -> None:
     cid = unique("c")
     await _publish(client, conversation(CHAT, conversation_id=cid), cid)
+    wm = llm_stack.ingestor_deps[0].working_memory
+    # Stored is not finished: the closer supersedes the new facts' older statements after the save, and only then
+    # lets the window go; comparing two recalls needs that done.
+    await eventually(lambda: wm.get(client.tenant, cid), lambda buffer: buffer is None or not buffer.sealed)
     fast = await client.recall("Where does Ana work?", k=5)
     fake.fail_with = 500
     deep = await client.recall("Where does Ana work?", k=5, mode="deep", explain=True)
     assert deep.deep is not None and deep.deep.stopped == "model_failed" and deep.deep.rounds == 0
-    assert [e.id for e in deep.entries] == [e.id for e in fast.entries]
+    # The same ranking (deep re-scores it by rank). Entries the fast search scores alike may come in either order,
+    # and the last places may go to any entries tied with them (the engine orders ties as its segments are laid out,
+    # which can change between two requests): compare group by group of equal fast scores.
+    groups = [list(g) for _, g in itertools.groupby(range(len(fast.entries)),
+                                                    key=lambda i: round(fast.entries[i].score, 6))]
+    assert len(deep.entries) == len(fast.entries)
+    for group in groups[:-1]:
+        assert {deep.entries[i].id for i in group} == {fast.entries[i].id for i in group}
 
 
 async def test_long_working_memory_comes_back_as_a_summary_and_the_recent_turns(
