@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from nats.js import JetStreamContext
 
 from shared.consolidation import merge
+from shared.consolidation.changes import applier
 from shared.consolidation.profile import profile_id
 from shared.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
 from shared.ingest.working_memory import WorkingMemory
@@ -160,12 +161,12 @@ async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
     profiles = await places.store.get(Scope(tenant_id=tenant), [profile_id(tenant, u) for u in users])
     ids += [p.id for p in profiles if p.id not in ids]
     if request.user_id is None:  # a user's merges stay within the user: all of them go
-        await _mend_merges(places.store, tenant, found, set(ids))
+        await _mend_merges(places, tenant, found, set(ids))
     await erase(places.store, places.publish, Scope(tenant_id=tenant), ids, "forget request")
     return len(ids)
 
 
-async def _mend_merges(store: Store, tenant: str, found: list[MemoryEntry], erased: set[str]) -> None:
+async def _mend_merges(places: Places, tenant: str, found: list[MemoryEntry], erased: set[str]) -> None:
     """Before erasing: take the erased episodes out of the merges of their owners' episodes that stay (a keeper
     loses their turns, persons and keywords; an episode hidden behind an erased keeper is visible again). Done
     first, so that a forget asked again after a failure still finds what to mend."""
@@ -173,10 +174,9 @@ async def _mend_merges(store: Store, tenant: str, found: list[MemoryEntry], eras
               else Scope(tenant_id=tenant, conversation_id=e.conversation_id)
               for e in found if e.kind == "episodic" and (e.merged_into or e.merged_from)}
     episodes = EntryFilter(kinds=["episodic"], include_merged=True, include_superseded=True)
+    apply = applier(places.store, places.publish, datetime.now(UTC))
     for owner in sorted(owners, key=lambda o: (o.user_id or "", o.conversation_id or "")):
-        for change in merge.mended(await all_entries(store, owner, episodes), erased):
-            await store.set_payload(Scope(tenant_id=tenant), [change.entry.id],
-                                    {**change.payload, "updated_at": datetime.now(UTC).isoformat()})
+        await apply(tenant, merge.mended(await all_entries(places.store, owner, episodes), erased))
 
 
 async def erase(store: Store, publish: Publish, scope: Scope, ids: list[str], reason: str) -> None:
