@@ -1,0 +1,200 @@
+"""The update-stories evaluation set: stories of a user whose facts change, questions about now, before and what
+never changed, and how a recall's ranking is scored against them.
+
+The stories were written from the wire contract alone by an author who had not read engram's code, then split
+once at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
+`data/updates/{dev,test}.jsonl`; matching is by substring, case-folded, of the answer's spellings in an entry's
+text (the stored text restates the turns nearly word for word).
+"""
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from shared.contract import Turn
+
+DATA_DIR = Path(__file__).parent / "data" / "updates"
+Split = Literal["dev", "test"]
+QuestionKind = Literal["present", "past", "unchanged"]
+SPLIT_SEED = 20261125  # the one split; never re-drawn
+
+
+class StoryTurn(BaseModel):
+    """One turn of a story, as the author wrote it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn_id: str
+    speaker: str
+    role: Literal["user", "assistant"]
+    text: str
+    ts: AwareDatetime
+
+
+class Session(BaseModel):
+    """One conversation of a story."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: str
+    turns: list[StoryTurn]
+
+
+class StoryUser(BaseModel):
+    """The person the story is about."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_id: str
+    name: str
+
+
+class Question(BaseModel):
+    """A question and the spellings of its answer: `current` and `old` for the present, `expect` otherwise."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: QuestionKind
+    query: str
+    asked_at: AwareDatetime
+    current: list[str] = Field(default_factory=list)
+    old: list[str] = Field(default_factory=list)
+    expect: list[str] = Field(default_factory=list)
+
+
+class Story(BaseModel):
+    """One update story."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    language: Literal["en", "zh"]
+    category: str
+    change: str
+    user: StoryUser
+    sessions: list[Session]
+    questions: list[Question]
+
+    def turns(self, run: str) -> list[list[Turn]]:
+        """The story's sessions as engram turns, every turn carrying the story's user; `run` keeps ids unique."""
+        return [[Turn(conversation_id=f"{run}-{s.conversation_id}", turn_id=t.turn_id, speaker=t.speaker,
+                      role=t.role, text=t.text, ts=t.ts, user_id=self.user_id(run)) for t in s.turns]
+                for s in self.sessions]
+
+    def user_id(self, run: str) -> str:
+        """The story's user id in one run."""
+        return f"{run}-{self.user.user_id}"
+
+
+def load(path: Path) -> list[Story]:
+    """Stories from a JSON-lines file."""
+    return [Story.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
+    """Where a half of the set is."""
+    return folder / f"{split}.jsonl"
+
+
+def split(stories: Sequence[Story], seed: int = SPLIT_SEED) -> tuple[list[Story], list[Story]]:
+    """Dev and test halves, drawn at random within each language (done once, when the set was committed)."""
+    rng = random.Random(seed)
+    dev: list[Story] = []
+    test: list[Story] = []
+    for language in sorted({s.language for s in stories}):
+        group = [s for s in stories if s.language == language]
+        rng.shuffle(group)
+        half = len(group) // 2
+        dev += group[:half]
+        test += group[half:]
+    return sorted(dev, key=lambda s: s.id), sorted(test, key=lambda s: s.id)
+
+
+def _holds(text: str, spellings: Sequence[str]) -> bool:
+    folded = text.casefold()
+    return any(s.casefold() in folded for s in spellings)
+
+
+class Judged(BaseModel):
+    """One question's outcome in one recall."""
+
+    model_config = ConfigDict(frozen=True)
+
+    story: str
+    language: str
+    change: str
+    category: str
+    kind: QuestionKind
+    query: str
+    current_rank: int | None = None  # 1-based rank of the first entry holding the answer (current or expected)
+    old_rank: int | None = None      # present questions: of the first entry holding an old value and not the current
+    top_kind: str | None = None      # kind of the entry ranked first
+
+    @property
+    def old_above(self) -> bool:
+        """An outdated value ranks above the current one (or the current one is missing)."""
+        return self.old_rank is not None and (self.current_rank is None or self.old_rank < self.current_rank)
+
+    @property
+    def top(self) -> bool:
+        """The entry ranked first holds the answer."""
+        return self.current_rank == 1
+
+
+def judge(story: Story, question: Question, texts: Sequence[str], kinds: Sequence[str]) -> Judged:
+    """Where the answer and the outdated values rank among the recalled entries' texts (best first)."""
+    answer = question.current if question.kind == "present" else question.expect
+    current = next((i for i, t in enumerate(texts, 1) if _holds(t, answer)), None)
+    old = None
+    if question.kind == "present" and question.old:
+        old = next((i for i, t in enumerate(texts, 1) if _holds(t, question.old) and not _holds(t, answer)), None)
+    return Judged(story=story.id, language=story.language, change=story.change, category=story.category,
+                  kind=question.kind, query=question.query, current_rank=current, old_rank=old,
+                  top_kind=kinds[0] if kinds else None)
+
+
+def stale_profile_lines(story: Story, profile_text: str | None) -> list[str]:
+    """Lines of the user's profile that state a value a later statement of the story replaced."""
+    if not profile_text:
+        return []
+    replaced = [v for q in story.questions if q.kind == "present" for v in q.old
+                if not any(v.casefold() in c.casefold() or c.casefold() in v.casefold() for c in q.current)]
+    return [line for line in profile_text.splitlines()[1:] if replaced and _holds(line, replaced)]
+
+
+class Figures(BaseModel):
+    """The measured rates of one group of stories (a language, a kind of change, or all)."""
+
+    stories: int = 0
+    present: int = 0
+    old_above: float = 0.0       # share of present questions where an outdated value ranks above the current
+    top_current: float = 0.0     # share of present questions whose first entry holds the current value
+    past: int = 0
+    past_at_k: float = 0.0       # share of past questions whose answer is in the top k
+    unchanged: int = 0
+    unchanged_at_k: float = 0.0  # share of questions about what never changed answered in the top k
+    unchanged_top: float = 0.0
+    stale_profiles: int = 0      # profiles with a line stating a replaced value
+
+
+def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int) -> Figures:
+    """Rates over a group of judged questions (and the stale profile lines of its stories)."""
+    present = [j for j in judged if j.kind == "present"]
+    past = [j for j in judged if j.kind == "past"]
+    unchanged = [j for j in judged if j.kind == "unchanged"]
+    stories = {j.story for j in judged}
+
+    def found(items: Sequence[Judged]) -> float:
+        return sum(1 for j in items if j.current_rank is not None and j.current_rank <= k) / len(items) if items \
+            else 0.0
+
+    return Figures(
+        stories=len(stories), present=len(present),
+        old_above=sum(j.old_above for j in present) / len(present) if present else 0.0,
+        top_current=sum(j.top for j in present) / len(present) if present else 0.0,
+        past=len(past), past_at_k=found(past),
+        unchanged=len(unchanged), unchanged_at_k=found(unchanged),
+        unchanged_top=sum(j.top for j in unchanged) / len(unchanged) if unchanged else 0.0,
+        stale_profiles=sum(1 for s in stories if stale.get(s)))
