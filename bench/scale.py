@@ -146,7 +146,7 @@ async def _recall_latency(store: Store, rng: np.random.Generator, bm25: Bm25Enco
         retrieval = Retrieval(store, PrecomputedEmbedder(q.tolist()), bm25, settings)
         request = RecallRequest(query=f"what about {words[i]}?", user_id=f"u{(i * 7) % USERS}")
         started = time.perf_counter()
-        found, *_ = await search(retrieval, f"t{i % TENANTS}", request)
+        found = (await search(retrieval, f"t{i % TENANTS}", request)).hits
         samples.append((time.perf_counter() - started) * 1e3)
         hits += len(found)
     # A user holds entries/10,000 entries: one at 10k, a hundred at 1M, so the small sizes return fewer hits.

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     neighbor_weight: float = Field(default=0.0, ge=0.0, le=2.0)  # share of an adjacent window's score an entry gets
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    # Current by default (shared/retrieval/currency.py), in units of dense cosine similarity: hits within
+    # `recency_band` of the best-matching episode are about the same thing; newer (or, for "before" questions,
+    # older) evidence among them gains up to `recency_weight`. 0 and 0 turn it off.
+    recency_band: float = Field(default=0.05, ge=0.0, le=1.0)
+    recency_weight: float = Field(default=0.05, ge=0.0, le=1.0)
+    recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)  # the gain halves per this much older
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
     # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; a
     # request over it is answered `unavailable` at once, so a tenant flooding engram leaves the rest to the others.
@@ -91,6 +97,9 @@ class Settings(BaseSettings):
     consolidate_interval_s: float = Field(default=3600.0, gt=0)  # each tenant's jobs run once per interval
     lease_ttl_s: float = Field(default=60.0, ge=1)            # a tenant's lease; renewed every third of it
     merge_threshold: float = Field(default=0.93, ge=0.0, le=1.0)  # dense cosine of near-duplicates
+    # A fact is possibly outdated by a newer episode of its owner this close to it (dense cosine) that does not
+    # repeat its value (consolidation/outdated.py); 1 turns the check off.
+    outdated_similarity: float = Field(default=0.85, ge=0.0, le=1.0)
     merge_min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)  # and the share of content words they share
     half_life_days: float = Field(default=180.0, gt=0)        # how fast an episode's retention halves with age
     retention_min_score: float = Field(default=0.03, ge=0.0, le=1.0)  # below this an episode is forgotten

@@ -9,7 +9,7 @@ from services.cli.base import connect_client, console, err, load_settings, run
 from services.cli.embedded import embedded_stack
 from shared.client import MemoryClient
 from shared.embedding import open_embedder
-from shared.evaluation import locomo, locomo_run
+from shared.evaluation import locomo, locomo_run, updates, updates_run
 from shared.evaluation import report as reporting
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.settings import EvalSettings
@@ -59,3 +59,41 @@ def eval_locomo(files: Annotated[list[Path] | None, typer.Argument(help="LoCoMo 
         err.print(f"[red]no LoCoMo files in {folder.resolve()}[/red] (set ENGRAM_LOCOMO_DIR)")
         raise typer.Exit(2)
     run(_eval(settings, paths, sorted(set(k or [1, 5, 10, 20])), mode, budget, out))
+
+
+async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
+                        out: Path) -> None:
+    stories = updates.load(updates.split_path(split))
+
+    async def evaluate_against(url: str) -> updates_run.UpdatesReport:
+        async def client_for(tenant: str) -> MemoryClient:
+            return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
+
+        return await updates_run.run(client_for, stories, split, k=k, mode=mode, consolidate=consolidate,
+                                     progress=lambda message: console.print(f"[dim]{message}[/dim]"))
+
+    if settings.nats_url:
+        result = await evaluate_against(settings.nats_url)
+    else:
+        async with embedded_stack(settings, "eval-updates") as state:
+            result = await evaluate_against(state.nats_url)
+    output.updates_tables(result)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"updates-{split}.json"
+    path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    console.print(f"wrote {path}")
+
+
+@app.command("updates")
+def eval_updates(split: str = typer.Option("dev", "--split", help="dev (tune on it) or test (measure only)"),
+                 mode: str = typer.Option("fast", "--mode", help="fast or deep"),
+                 k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
+                 consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",
+                                                  help="run the consolidation jobs before asking"),
+                 out: Path = typer.Option(Path("eval-out"), "--out", help="folder for updates-<split>.json")) -> None:  # noqa: B008
+    """Publish the update stories through NATS, consolidate, ask about now, before and what never changed."""
+    if split not in ("dev", "test"):
+        err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
+        raise typer.Exit(2)
+    settings = load_settings()
+    run(_eval_updates(settings, split, mode, k, consolidate, out))  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from services.cli.base import console
 from shared.contract import ConsolidationSummary, EntryView, ForgetResult, RecallResponse
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.report import COLUMNS, table_rows
+from shared.evaluation.updates_run import UpdatesReport
 
 
 def recall_table(reply: RecallResponse, explain: bool) -> None:
@@ -13,11 +14,13 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
     for column, justify in (("#", "right"), ("score", "right"), ("memory", "left"), ("sources", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for i, entry in enumerate(reply.entries, start=1):
-        text = entry.text
+        text = entry.text if entry.kind == "episodic" else f"[{entry.kind}] {entry.text}"
         if explain and entry.explanation:
             x = entry.explanation
             text += (f"\n[dim]dense #{x.dense_rank} ({x.dense_score}) sparse #{x.sparse_rank} ({x.sparse_score}) "
                      f"terms {x.matched_terms} boosts {x.boosts}[/dim]")
+            if x.ordering:
+                text += "\n[dim]" + "\n".join(f"order: {why}" for why in x.ordering) + "[/dim]"
         table.add_row(str(i), f"{entry.score:.3f}", text, ", ".join(entry.source_turn_ids))
     console.print(table)
     t = reply.timings_ms
@@ -28,10 +31,14 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
 def entries_table(entries: list[EntryView]) -> None:
     """Stored entries, one row each."""
     table = Table(show_lines=True)
-    for column in ("id", "kind", "conversation", "occurred", "text", "sources"):
+    for column in ("id", "kind", "conversation", "occurred", "text", "sources", "replaced by"):
         table.add_column(column)
     for e in entries:
-        table.add_row(e.id, e.kind, e.conversation_id, e.occurred_at.isoformat(), e.text, ", ".join(e.source_turn_ids))
+        replaced = (f"superseded by {e.superseded_by}" if e.superseded_by
+                    else f"possibly outdated by {e.outdated_by}" if e.outdated_by
+                    else f"merged into {e.merged_into}" if e.merged_into else "")
+        table.add_row(e.id, e.kind, e.conversation_id, e.occurred_at.isoformat(), e.text, ", ".join(e.source_turn_ids),
+                      replaced)
     console.print(table)
 
 
@@ -68,3 +75,19 @@ def eval_tables(report: EvalReport) -> None:
     for name, used in sorted(report.llm_tokens.items()):
         console.print(f"{name}: {sum(used.values())} chat-model tokens ("
                       + ", ".join(f"{purpose} {n}" for purpose, n in used.items()) + ")")
+
+
+def updates_tables(report: UpdatesReport) -> None:
+    """The update stories' figures: overall, per language, and per language and kind of change."""
+    table = Table(title=f"Update stories ({report.split}), k = {report.k}, "
+                        f"{'after' if report.consolidated else 'without'} consolidate")
+    for column in ("group", "stories", "present", "old above", "top current", "past", "past@k", "unchanged",
+                   "unchanged@k", "unchanged top", "stale profiles"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    groups = [("all", report.overall), *report.by_language.items(), *report.by_change.items()]
+    for name, f in groups:
+        table.add_row(name, str(f.stories), str(f.present), f"{f.old_above:.1%}", f"{f.top_current:.1%}",
+                      str(f.past), f"{f.past_at_k:.1%}", str(f.unchanged), f"{f.unchanged_at_k:.1%}",
+                      f"{f.unchanged_top:.1%}", str(f.stale_profiles))
+    console.print(table)
+    console.print(f"ingest {report.ingest_s:.1f} s")

@@ -1,8 +1,10 @@
 """Profile: one `kind=profile` entry per user gathering the user's current facts and preferences.
 
-Built from the active facts alone (superseded ones are history), so it is rewritten exactly when they change.
-Its dense vector is the normalised mean of those facts' vectors (no model needed) and its text carries the date
-of the newest fact, not the time of the run: the profile is a pure function of the facts.
+Built from the active facts that no newer evidence may have outdated (superseded and possibly outdated ones are
+history), so it is rewritten exactly when they, or the newest evidence it took into account, change. Its dense
+vector is the normalised mean of those facts' vectors (no model needed) and its text says "as of" the newest
+evidence of the user it took into account (episodes included), not the newest fact it happened to extract, nor
+the time of the run: the profile is a pure function of the stored entries.
 """
 import re
 from datetime import datetime
@@ -30,12 +32,13 @@ def _rank(fact: MemoryEntry) -> tuple[int, str]:
     return (_ORDER.index(family) if family in _ORDER else len(_ORDER)), fact.attribute or ""
 
 
-def render(user_id: str, facts: list[MemoryEntry]) -> str:
-    """The profile's text: per person (most facts first), one current statement per line, dated as a whole."""
+def render(user_id: str, facts: list[MemoryEntry], as_of: datetime | None = None) -> str:
+    """The profile's text: per person (most facts first), one current statement per line, dated as a whole by
+    `as_of` (the newest evidence taken into account; the newest fact when not given)."""
     by_subject: dict[str, list[MemoryEntry]] = {}
     for fact in facts:
         by_subject.setdefault(fact.subject or user_id, []).append(fact)
-    newest = max(f.occurred_at for f in facts)
+    newest = max([f.occurred_at for f in facts] + ([as_of] if as_of else []))
     chinese = sum(1 for f in facts if any(scripts.is_han(c) for c in f.text)) * 2 > len(facts)
     lines = []
     for subject, items in sorted(by_subject.items(), key=lambda kv: (-len(kv[1]), kv[0])):
@@ -53,10 +56,11 @@ def _union(lists: list[list[str]], limit: int | None = None) -> list[str]:
 
 
 def build(tenant: str, user_id: str, facts: list[tuple[MemoryEntry, list[float]]], sparse: Bm25Encoder,
-          existing: MemoryEntry | None, now: datetime) -> StoredEntry | None:
-    """The user's profile from their active facts (with dense vectors); None when it would not change."""
+          existing: MemoryEntry | None, now: datetime, as_of: datetime | None = None) -> StoredEntry | None:
+    """The user's profile from their current facts (with dense vectors), as of the newest evidence taken into
+    account; None when it would not change."""
     entries = sorted((f for f, _ in facts), key=lambda f: (f.occurred_at, f.id))
-    text = render(user_id, entries)
+    text = render(user_id, entries, as_of)
     sources = _union([f.source_turn_ids for f in entries])
     if existing is not None and existing.text == text and existing.source_turn_ids == sources:
         return None
@@ -67,7 +71,8 @@ def build(tenant: str, user_id: str, facts: list[tuple[MemoryEntry, list[float]]
         id=profile_id(tenant, user_id), tenant_id=tenant, user_id=user_id, conversation_id=newest.conversation_id,
         kind="profile", text=text, keywords=_union([f.keywords for f in entries], MAX_KEYWORDS),
         persons=_union([f.persons for f in entries]), entities=_union([f.entities for f in entries]),
-        occurred_at=newest.occurred_at, created_at=existing.created_at if existing else now, updated_at=now,
+        occurred_at=max([newest.occurred_at] + ([as_of] if as_of else [])),
+        created_at=existing.created_at if existing else now, updated_at=now,
         source_turn_ids=sources, importance=1.0)
     return StoredEntry(entry=entry, vectors=Vectors(dense=[float(x) / norm for x in mean],
                                                     sparse=sparse.document(text)))

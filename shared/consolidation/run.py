@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared.consolidation import importance, merge, profile, retention, same_fact
+from shared.consolidation import importance, merge, outdated, profile, retention, same_fact
 from shared.consolidation.changes import Change, Changes, applier
 from shared.consolidation.forget import erase
 from shared.consolidation.supersede import supersede_slots
@@ -94,7 +94,20 @@ async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
         await apply(owner.tenant, await same_fact.judge(c.llm, owner.tenant, [
             same_fact.Candidate(entry=e, dense=d) for e, d in found if d]))
     facts = await read_all(c.store, owner, EntryFilter(kinds=["fact"]))
-    return await supersede_slots(c.store, owner.scope, [f.slot_key for f, _ in facts if f.slot_key], apply)
+    superseded = await supersede_slots(c.store, owner.scope, [f.slot_key for f, _ in facts if f.slot_key], apply)
+    await _outdate(c, owner, apply)
+    return superseded
+
+
+async def _outdate(c: Consolidation, owner: Owner, apply: Changes) -> None:
+    """Mark the owner's active facts that a newer episode about the same thing may have outdated (or unmark)."""
+    active = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
+    facts = [outdated.Item(e, d) for e, d in await read_all(c.store, owner, active, with_vectors=True)]
+    if not facts:
+        return
+    episodes = [outdated.Item(e, d) for e, d in
+                await read_all(c.store, owner, EntryFilter(kinds=["episodic"]), with_vectors=True)]
+    await apply(owner.tenant, outdated.changes(facts, episodes, c.settings.outdated_similarity))
 
 
 async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:
@@ -123,14 +136,17 @@ async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
     current = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
     # Facts, and statements the model put in a slot (the slot's current word when newer than its facts).
     facts = [(f, d) for f, d in await read_all(c.store, owner, current, with_vectors=True)
-             if f.attribute is not None or f.slot_by_model]
+             if (f.attribute is not None or f.slot_by_model) and f.outdated_by is None]
     pid = profile.profile_id(owner.tenant, owner.user_id)
     existing = await c.store.get(owner.scope, [pid])
     if not facts:
         if existing:
             await erase(c.store, c.publish, owner.scope, [pid], "profile_empty")
         return 0
-    built = profile.build(owner.tenant, owner.user_id, facts, c.sparse, existing[0] if existing else None, now)
+    evidence = await read_all(c.store, owner, EntryFilter(kinds=["episodic"]))
+    as_of = max((e.occurred_at for e, _ in evidence), default=None)
+    built = profile.build(owner.tenant, owner.user_id, facts, c.sparse, existing[0] if existing else None, now,
+                          as_of)
     if built is None:
         return 0
     await c.store.upsert([built])

@@ -104,6 +104,7 @@ class EntryView(BaseModel):
     value: str | None = None
     slot_key: str | None = None
     slot_by_model: bool = False    # the chat model said this statement states `slot_key`'s fact
+    outdated_by: str | None = None  # a fact possibly outdated: the newer episode about the same thing
 
 
 class EntriesResponse(Reply):

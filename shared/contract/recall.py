@@ -42,7 +42,9 @@ class RecallRequest(TenantScoped):
 
 
 class Explanation(BaseModel):
-    """Why an entry matched: its rank and score in each search, the query terms that hit, what applied."""
+    """Why an entry matched: its rank and score in each search, the query terms that hit, what applied, and
+    (`ordering`) why it moved for the time the question asks about: newer evidence first for the present, older
+    for an earlier state, a derived claim below newer evidence, a fact possibly outdated."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -54,6 +56,7 @@ class Explanation(BaseModel):
     matched_terms: list[str] = Field(default_factory=list)
     filters: list[str] = Field(default_factory=list)
     boosts: list[str] = Field(default_factory=list)
+    ordering: list[str] = Field(default_factory=list)
 
 
 class RecalledEntry(BaseModel):

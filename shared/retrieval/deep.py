@@ -4,15 +4,15 @@ it the recall answers with what it has. Every failure of the model leaves the fa
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from shared.contract import DeepTrace, PlannedSearch, RecallRequest, Timings
+from shared.contract import DeepTrace, PlannedSearch, RecallRequest
 from shared.contract.recall import DeepStop
 from shared.errors import EngramError, LlmInvalid, LlmUnavailable
 from shared.llm import fell_back, prompts
 from shared.llm.schemas import Reflection, SearchPlan, SubQuery
-from shared.retrieval.recall import Retrieval, boosts_for, entry_filter_of, scope_of, search
+from shared.retrieval.recall import Retrieval, Searched, boosts_for, entry_filter_of, scope_of, search
 from shared.runtime import metrics
 from shared.store import HybridSearch, ScoredEntry, Vectors
 
@@ -80,7 +80,7 @@ def fuse(lists: list[list[ScoredEntry]], k: int) -> list[ScoredEntry]:
 
 
 async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest, now: datetime | None = None
-                      ) -> tuple[list[ScoredEntry], dict[str, list[str]], list[str], Timings, DeepTrace]:
+                      ) -> tuple[Searched, DeepTrace]:
     """The fast search of the query fused with the searches the model plans and asks for, within the deadline."""
     started = time.perf_counter()
     deadline = started + retrieval.settings.deep_deadline_s
@@ -88,11 +88,9 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     fast_request = request.model_copy(update={"mode": "fast"})
     llm = retrieval.llm
     if llm is None:
-        hits, boosts, applied, timings = await search(retrieval, tenant, fast_request, now)
-        return hits, boosts, applied, timings, DeepTrace(rounds=0, stopped="no_model")
+        return await search(retrieval, tenant, fast_request, now), DeepTrace(rounds=0, stopped="no_model")
     if retrieval.deep_slots.locked():  # deep recalls may hold only part of the workers: fast ones keep the rest
-        hits, boosts, applied, timings = await search(retrieval, tenant, fast_request, now)
-        return hits, boosts, applied, timings, DeepTrace(rounds=0, stopped="busy")
+        return await search(retrieval, tenant, fast_request, now), DeepTrace(rounds=0, stopped="busy")
     async with retrieval.deep_slots:
         fast = asyncio.ensure_future(search(retrieval, tenant, fast_request, now))
 
@@ -112,8 +110,8 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         except BaseException:
             fast.cancel()
             raise
-        hits, boosts, applied, timings = await fast
-        state.lists.append(hits)
+        searched = await fast
+        state.lists.append(searched.hits)
         if plan is not None:
             rounds = 1
             await _run(retrieval, tenant, request, list(plan.queries), 1, state)
@@ -143,6 +141,8 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     metrics.deep_rounds.observe(rounds)
     fused = fuse(state.lists, request.k)
     total = (time.perf_counter() - started) * 1e3
+    timings = searched.timings
     model_ms = total - timings.embed - timings.search
-    return fused, boosts, applied, timings.model_copy(update={"plan": max(model_ms, 0.0), "total": total}), \
+    return replace(searched, hits=fused, timings=timings.model_copy(update={"plan": max(model_ms, 0.0),
+                                                                            "total": total})), \
         DeepTrace(rounds=rounds, searches=state.searches, stopped=stopped)

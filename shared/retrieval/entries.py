@@ -6,7 +6,8 @@ from shared.store import EntryFilter, MemoryEntry, Scope, Store
 
 
 async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntry]:
-    """The entry, what it was merged from, and the chain of entries that superseded it."""
+    """The entry, what it was merged from, the chain of entries that superseded it, and the newer evidence that may
+    have outdated the last of them."""
     found = await store.get(scope, [entry_id])
     if not found:
         return []
@@ -21,6 +22,8 @@ async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntr
         current = nxt[0]
         seen.add(current.id)
         chain.append(current)
+    if current.outdated_by and current.outdated_by not in seen:
+        chain += await store.get(scope, [current.outdated_by])
     return chain
 
 

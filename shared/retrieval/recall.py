@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from shared.contract import EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
 from shared.llm import LlmClient
-from shared.retrieval import profiles
+from shared.retrieval import tense
+from shared.retrieval.currency import Currency, rerank
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
@@ -44,8 +45,8 @@ def scope_of(tenant: str, request: RecallRequest) -> Scope:
     return Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
 
 
-# Profiles are not searched: a user's profile is added first when the query is about the user (see profiles.py).
-SEARCHED_KINDS: list[EntryKind] = ["episodic", "fact"]
+# Every kind is searched and ranked by score; derived claims (facts, profiles) yield to newer evidence (currency.py).
+SEARCHED_KINDS: list[EntryKind] = ["episodic", "fact", "profile"]
 
 
 def _merged_visible(request: RecallRequest) -> bool:
@@ -132,61 +133,58 @@ def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], 
     return out, reasons
 
 
-async def search(retrieval: Retrieval, tenant: str, request: RecallRequest,
-                 now: datetime | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]], list[str], Timings]:
-    """Ranked hits for a request (before rendering), with per-hit boosts, applied filters and timings."""
+@dataclass(frozen=True)
+class Searched:
+    """Ranked hits for a request (before rendering), with why each one was raised (`boosts`) or moved for the
+    time the question asks about (`ordering`), the filters that applied, and where the time went."""
+
+    hits: list[ScoredEntry]
+    boosts: dict[str, list[str]]
+    ordering: dict[str, list[str]]
+    applied: list[str]
+    timings: Timings
+
+
+async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now: datetime | None = None) -> Searched:
+    """Ranked hits for a request (before rendering), with their reasons, the applied filters and timings."""
     settings = retrieval.settings
     started = time.perf_counter()
     # The model runs on its own thread; planning and the BM25 query (both short) run here meanwhile.
     embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
-    user_profile = asyncio.ensure_future(profiles.of_user(retrieval.store, tenant, request))
     try:
         query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
         sparse = retrieval.sparse.query(request.query)
     except BaseException:
         embedding.cancel()
-        user_profile.cancel()
         raise
     planned = time.perf_counter()
-    try:
-        dense = await embedding
-    except BaseException:
-        user_profile.cancel()
-        raise
+    dense = await embedding
     embedded = time.perf_counter()
     entry_filter, applied = entry_filter_of(request)
     use_mmr = settings.mmr_lambda is not None
-    candidates = max(request.k * 2, 20)  # room for boosts and diversity to change the order
-    # Boosts reorder the candidates in the engine, which then hands back only the k best; diversity and
-    # smoothing look at all candidates here.
-    reorder_here = use_mmr or bool(settings.neighbor_weight)
-    try:
-        hits = await retrieval.store.hybrid_query(
-            scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse),
-            limit=candidates if reorder_here else request.k, entry_filter=entry_filter,
-            prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
-            boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
-            candidates=candidates, explain=request.explain,
-            with_vectors=use_mmr)
-    except BaseException:
-        user_profile.cancel()
-        raise
+    candidates = max(request.k * 2, 20)  # room for boosts, currency and diversity to change the order
+    # Boosts reorder the candidates in the engine; currency, diversity and smoothing look at all of them here.
+    hits = await retrieval.store.hybrid_query(
+        scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse),
+        limit=candidates, entry_filter=entry_filter,
+        prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
+        boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
+        candidates=candidates, explain=request.explain, with_vectors=True)
     searched = time.perf_counter()
     boosts = _boost_reasons(hits, query_plan, settings)
     hits, smoothed = _smooth(hits, settings.neighbor_weight)
     for entry_id, why in smoothed.items():
         boosts.setdefault(entry_id, []).extend(why)
+    reading = tense.read(request.query, query_plan.lang)
+    hits, ordering = rerank(hits, dense[0], reading, Currency(settings.recency_band, settings.recency_weight,
+                                                              settings.recency_half_life_days), request.k)
     if use_mmr and settings.mmr_lambda is not None:
         hits = mmr(hits, request.k, settings.mmr_lambda)
-    about = profiles.about_user(await user_profile, request.query, query_plan)
-    if about is not None:
-        hits = profiles.first(about, hits)
-        boosts.setdefault(about.id, []).append("the query is about the user: their profile comes first")
-    hits = hits[:request.k]
+    hits = [h.model_copy(update={"vector": None}) for h in hits[:request.k]]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
                       plan=((planned - started) + (done - searched)) * 1e3, total=(done - started) * 1e3)
-    return hits, boosts, applied, timings
+    return Searched(hits, boosts, ordering, applied, timings)
 
 
 async def warm_up(retrieval: Retrieval) -> None:

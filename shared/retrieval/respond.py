@@ -25,9 +25,10 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     started = time.perf_counter()
     trace = None
     if request.mode == "deep":
-        hits, boosts, applied, timings, trace = await deep_search(retrieval, tenant, request, now)
+        searched, trace = await deep_search(retrieval, tenant, request, now)
     else:
-        hits, boosts, applied, timings = await search(retrieval, tenant, request, now)
+        searched = await search(retrieval, tenant, request, now)
+    hits, boosts, applied, timings = searched.hits, searched.boosts, searched.applied, searched.timings
     terms = query_terms(request.query) if request.explain else []
 
     def build(candidates: list[ScoredEntry], recent: list[Turn]) -> RecallResponse:
@@ -37,6 +38,7 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
             dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
             sparse_score=h.sparse_score, fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
             filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
+            ordering=searched.ordering.get(h.entry.id, []),
         ) if request.explain else None) for h in kept]
         return RecallResponse(entries=entries, working_memory=recent, working_memory_summary=summary,
                               context=context, context_tokens=context_tokens, timings_ms=timings,

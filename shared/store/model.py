@@ -66,6 +66,7 @@ class MemoryEntry(BaseModel):
     slot_key: str | None = None
     slot_by_model: bool = False                     # the model said this statement states `slot_key`'s fact
     same_fact_checked: bool = False                 # the model was asked which facts this one states the same as
+    outdated_by: str | None = None                  # a newer episode about the same thing (consolidation/outdated.py)
 
     @property
     def active(self) -> bool:

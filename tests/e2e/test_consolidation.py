@@ -151,6 +151,7 @@ async def test_old_small_talk_fades_while_an_old_allergy_stays(client: MemoryCli
 
 
 async def test_the_profile_gathers_stated_preferences_in_english_and_chinese(client: MemoryClient) -> None:
+    """Each user gets a profile of their current facts, recalled by score like any entry, in either language."""
     english = conversation([("Ana", "I love hiking in the mountains."), ("Bo", "Me too."),
                             ("Ana", "I don't like sushi at all."), ("Bo", "More for me."),
                             ("Ana", "I'm allergic to peanuts."), ("Bo", "Noted.")], "en", MAY, user_id="ana")
@@ -164,12 +165,13 @@ async def test_the_profile_gathers_stated_preferences_in_english_and_chinese(cli
     assert summary.profiles_updated == 2, summary
     for user, query, expected in [("ana", "What do I like and what should I avoid?", ["hiking", "sushi", "peanut"]),
                                   ("wang", "我喜欢什么？", ["爬山", "香菜", "花生"])]:
-        recalled = await client.recall(query, user_id=user)
-        top = recalled.entries[0]
-        assert top.kind == "profile", [(e.kind, e.text) for e in recalled.entries]
-        assert all(word in top.text for word in expected), top.text
-        assert top.text.split("\n")[0] in recalled.context
-    # Not about the user: no profile.
+        recalled = await client.recall(query, user_id=user, explain=True)
+        [profile] = [e for e in recalled.entries if e.kind == "profile"]
+        assert all(word in profile.text for word in expected), profile.text
+        assert profile.text.split("\n")[0] in recalled.context
+        # Ranked by score like any entry, and never above the episodes it was read from (derived claim).
+        assert recalled.entries.index(profile) > 0, [(e.kind, e.text) for e in recalled.entries]
+    # Another user's profile never appears.
     unrelated = await client.recall("weather in the mountains", user_id="zz-nobody")
     assert all(e.kind != "profile" for e in unrelated.entries)
 

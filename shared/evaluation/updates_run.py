@@ -1,0 +1,79 @@
+"""`engram eval updates`: publish every story of a half through NATS, consolidate, ask its questions, and score."""
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from shared.client import MemoryClient, publish_sessions, wait_until_stored
+from shared.contract import RecallRequest
+from shared.evaluation.machine import describe
+from shared.evaluation.updates import Figures, Judged, Story, figures, judge, stale_profile_lines
+
+
+class UpdatesReport(BaseModel):
+    """Everything one run of the update stories measured."""
+
+    machine: dict[str, object] = Field(default_factory=describe)
+    split: str = ""
+    k: int = 10
+    mode: str = "fast"
+    consolidated: bool = True
+    ingest_s: float = 0.0
+    overall: Figures = Field(default_factory=Figures)
+    by_language: dict[str, Figures] = Field(default_factory=dict)
+    by_change: dict[str, Figures] = Field(default_factory=dict)    # "<language>/<change>"
+    by_category: dict[str, Figures] = Field(default_factory=dict)
+    judged: list[Judged] = Field(default_factory=list)
+    stale: dict[str, list[str]] = Field(default_factory=dict)    # story id → profile lines stating a replaced value
+
+
+def _group(judged: Sequence[Judged], stale: dict[str, list[str]], k: int,
+           key: Callable[[Judged], str]) -> dict[str, Figures]:
+    keys = sorted({key(j) for j in judged})
+    return {name: figures([j for j in judged if key(j) == name], stale, k) for name in keys}
+
+
+def summarise(report: UpdatesReport) -> UpdatesReport:
+    """The report with its figures computed from its judged questions."""
+    judged, stale, k = report.judged, report.stale, report.k
+    return report.model_copy(update={
+        "overall": figures(judged, stale, k),
+        "by_language": _group(judged, stale, k, lambda j: j.language),
+        "by_change": _group(judged, stale, k, lambda j: f"{j.language}/{j.change}"),
+        "by_category": _group(judged, stale, k, lambda j: j.category)})
+
+
+async def _profile(client: MemoryClient, user_id: str) -> str | None:
+    page = await client.entries(op="list", user_id=user_id, kind="profile", limit=5)
+    return page.entries[0].text if page.entries else None
+
+
+async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Sequence[Story], split: str, *,
+              k: int = 10, mode: str = "fast", consolidate: bool = True,
+              progress: Callable[[str], None] = lambda _: None) -> UpdatesReport:
+    """Publish every story into one fresh tenant (a user each), consolidate, ask, and score."""
+    run_id = uuid.uuid4().hex[:8]
+    tenant = f"updates-{split}-{run_id}"
+    report = UpdatesReport(split=split, k=k, mode=mode, consolidated=consolidate)
+    async with await client_for(tenant) as client:
+        started = time.perf_counter()
+        sessions = [s for story in stories for s in story.turns(run_id)]
+        progress(f"publishing {sum(len(s) for s in sessions)} turns of {len(stories)} stories")
+        await publish_sessions(client, sessions)
+        await wait_until_stored(client, [t for s in sessions for t in s], timeout_s=1800)
+        report.ingest_s = time.perf_counter() - started
+        if consolidate:
+            progress("consolidating")
+            await client.consolidate()
+        progress(f"asking {sum(len(s.questions) for s in stories)} questions")
+        for story in stories:
+            user_id = story.user_id(run_id)
+            for question in story.questions:
+                reply = await client.recall(RecallRequest(query=question.query, user_id=user_id, k=k, mode=mode))
+                report.judged.append(judge(story, question, [e.text for e in reply.entries],
+                                           [e.kind for e in reply.entries]))
+            stale = stale_profile_lines(story, await _profile(client, user_id))
+            if stale:
+                report.stale[story.id] = stale
+    return summarise(report)

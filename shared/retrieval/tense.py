@@ -1,0 +1,66 @@
+"""Which time a question asks about: the present (the newest evidence answers it), an earlier state ("before",
+"以前"), or a past event ("when did she move?"), read from its grammar words and time words, not its topic.
+
+Only function words and time adverbs are looked at, in English and Chinese, so the reading holds for any subject:
+"where does Lena live", "what is the p95 latency of checkout", "how many beta testers are there" and
+"小王现在在哪儿上班" are all about the present; "where did Lena live before?" and "修复之前延迟是多少" ask for an
+earlier state; "when did she move?" asks for an event, which recency must not decide.
+"""
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+Orientation = Literal["present", "earlier", "event"]
+
+# An earlier state is asked for by name: these words point before the current one.
+_EARLIER_EN = re.compile(
+    r"\b(?:before|previous(?:ly)?|former(?:ly)?|used\s+to|originally|original|initial(?:ly)?|at\s+first|"
+    r"first\s+(?:one|place|job|home|city)|earlier|prior|(?<!how\s)old|older|back\s+then|back\s+when|"
+    r"in\s+the\s+past|ex)\b", re.IGNORECASE)
+_EARLIER_ZH = re.compile(r"之前|以前|原来|原先|本来|曾经|过去|当初|当时|起初|最初|一开始|从前|以往|早先|"
+                         r"上一[个份任家]|前任")
+# The present is asked for by name, or by the tense of the question.
+_NOW_EN = re.compile(
+    r"\b(?:now|nowadays|currently|current|these\s+days|at\s+the\s+moment|at\s+present|still|today|latest|"
+    r"lately|recently|most\s+recent|new|present|anymore)\b", re.IGNORECASE)
+_NOW_ZH = re.compile(r"现在|目前|如今|眼下|当前|最近|这阵子|这段时间|近来|还在|仍然|依然|最新|新的")
+_PAST_AUX_EN = re.compile(r"\b(?:did|was|were|had|went|happened|ago|last\s+(?:year|month|week|time))\b",
+                          re.IGNORECASE)
+_PRESENT_AUX_EN = re.compile(r"\b(?:is|are|am|does|do|has|have)\b|\b(?:what|where|who|how|which|when|that|it|there|"
+                             r"he|she)['’]s\b|['’]re\b", re.IGNORECASE)
+_EVENT_ZH = re.compile(r"什么时候|哪天|何时|哪一年|几月|多久以前")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What time a query asks about, and the words that said so (for `explain`)."""
+
+    orientation: Orientation
+    cue: str
+
+
+def _first(pattern: re.Pattern[str], text: str) -> str | None:
+    found = pattern.search(text)
+    return found.group(0).strip() if found else None
+
+
+def read(query: str, lang: str) -> Reading:
+    """The query's orientation: `earlier` when it names a time before the current state, `event` when it asks about
+    a past happening, else `present` (what is true now, the default of a question in the present tense)."""
+    if lang == "zh":
+        if cue := _first(_EARLIER_ZH, query):
+            return Reading("earlier", cue)
+        if cue := _first(_NOW_ZH, query):
+            return Reading("present", cue)
+        if cue := _first(_EVENT_ZH, query):
+            return Reading("event", cue)
+        return Reading("present", "no time word (a question about how things are)")
+    if cue := _first(_EARLIER_EN, query):
+        return Reading("earlier", cue)
+    if cue := _first(_NOW_EN, query):
+        return Reading("present", cue)
+    if cue := _first(_PAST_AUX_EN, query):
+        return Reading("event", cue)
+    if cue := _first(_PRESENT_AUX_EN, query):
+        return Reading("present", f"present tense ({cue})")
+    return Reading("present", "no past-tense word")

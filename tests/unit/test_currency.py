@@ -1,0 +1,125 @@
+"""Current by default: the time a question asks about, the band of hits about the same thing, newer evidence first
+for the present, older for an earlier state, and derived claims below newer evidence."""
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.consolidation import outdated
+from shared.contract import EntryKind
+from shared.retrieval.currency import Currency, rerank
+from shared.retrieval.tense import read
+from shared.store import MemoryEntry, ScoredEntry
+
+MARCH = datetime(2024, 3, 2, 10, 0, tzinfo=UTC)
+CURRENCY = Currency(band=0.05, weight=0.05)
+
+
+@pytest.mark.parametrize(("query", "lang", "orientation"), [
+    ("Where does Lena live?", "en", "present"),
+    ("Where does Lena live now?", "en", "present"),
+    ("What's the p95 latency of the checkout service?", "en", "present"),
+    ("How many beta testers are there?", "en", "present"),
+    ("What is my current rent?", "en", "present"),
+    ("How old is Lena?", "en", "present"),
+    ("Lena's favourite band?", "en", "present"),
+    ("Where did Lena live before?", "en", "earlier"),
+    ("What was the latency before the fix?", "en", "earlier"),
+    ("Which band did she used to like?", "en", "earlier"),
+    ("What was her previous job?", "en", "earlier"),
+    ("When did she move?", "en", "event"),
+    ("What did Caroline research?", "en", "event"),
+    ("小王现在在哪儿上班？", "zh", "present"),
+    ("小王在哪儿上班？", "zh", "present"),
+    ("小王之前在哪上班？", "zh", "earlier"),
+    ("修复以前延迟是多少？", "zh", "earlier"),
+    ("小王什么时候搬的家？", "zh", "event"),
+])
+def test_the_question_says_which_time_it_asks_about(query: str, lang: str, orientation: str) -> None:
+    """Grammar and time words, not topics, decide whether a question is about now, an earlier state or an event."""
+    assert read(query, lang).orientation == orientation
+
+
+def _vector(similarity: float) -> list[float]:
+    """A unit vector at `similarity` (cosine) to the query vector [1, 0]."""
+    return [similarity, (1 - similarity ** 2) ** 0.5]
+
+
+def hit(name: str, similarity: float, days: int, kind: EntryKind = "episodic", score: float = 1.0,
+        **fields: object) -> ScoredEntry:
+    """A hit named `name` (its id and text), `days` after March 2024, at `similarity` to the query."""
+    when = MARCH + timedelta(days=days)
+    entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=name, occurred_at=when,
+                        created_at=when, updated_at=when, **fields)  # type: ignore[arg-type]
+    return ScoredEntry(entry=entry, score=score, vector=_vector(similarity))
+
+
+def order(hits: list[ScoredEntry], query: str, lang: str = "en") -> list[str]:
+    """The hits' names in the order recall gives them for `query`."""
+    ranked, _ = rerank(hits, [1.0, 0.0], read(query, lang), CURRENCY)
+    return [h.entry.id for h in ranked]
+
+
+def test_newer_evidence_about_the_same_thing_ranks_first_for_a_present_question() -> None:
+    """Of two comparably relevant episodes the newer comes first when asked about now, in either language."""
+    hits = [hit("vienna", 0.86, 0), hit("graz", 0.83, 180), hit("smalltalk", 0.70, 200)]
+    assert order(hits, "Where does Lena live?") == ["graz", "vienna", "smalltalk"]
+    assert order(hits, "莉娜住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
+
+
+def test_an_earlier_state_finds_the_older_evidence_first_and_an_event_keeps_relevance() -> None:
+    """"Before" questions prefer the older of comparably relevant hits; "when did" questions are left alone."""
+    hits = [hit("graz", 0.84, 180), hit("vienna", 0.83, 0)]
+    assert order(hits, "Where did Lena live before?") == ["vienna", "graz"]
+    assert order(hits, "When did Lena move?") == ["graz", "vienna"]
+
+
+def test_a_newer_but_unrelated_entry_does_not_displace_the_answer() -> None:
+    """Recency only reorders hits within the band: a newer entry far less relevant keeps its place."""
+    hits = [hit("dog named bruno", 0.90, 0), hit("new flat", 0.80, 180)]
+    assert order(hits, "What is the name of Lena's dog?") == ["dog named bruno", "new flat"]
+
+
+def test_a_fact_never_stands_above_newer_evidence_in_the_band() -> None:
+    """A distilled fact matches better than any episode, yet newer evidence about the same question outranks it;
+    a profile (lines of many ages) stands below every episode of the band."""
+    hits = [hit("fact vienna", 0.95, 0, kind="fact"), hit("profile", 0.93, 10, kind="profile"),
+            hit("graz flat", 0.84, 180), hit("vienna flat", 0.82, 0)]
+    ranked, reasons = rerank(hits, [1.0, 0.0], read("Where does Lena live?", "en"), CURRENCY)
+    names = [h.entry.id for h in ranked]
+    assert names.index("graz flat") < names.index("fact vienna")
+    assert names.index("vienna flat") < names.index("profile")
+    assert any("derived claim" in why for why in reasons["fact vienna"])
+    assert any("question about the present" in why for why in reasons["graz flat"])
+
+
+def test_a_fact_marked_outdated_ranks_below_the_evidence_that_outdates_it() -> None:
+    """Even outside the band, a possibly outdated fact goes below the newer episode named in its mark."""
+    hits = [hit("fact vienna", 0.99, 0, kind="fact", outdated_by="graz flat"), hit("graz flat", 0.60, 180)]
+    ranked, reasons = rerank(hits, [1.0, 0.0], read("Where does Lena live?", "en"), CURRENCY)
+    assert [h.entry.id for h in ranked] == ["graz flat", "fact vienna"]
+    assert any("possibly outdated" in why for why in reasons["fact vienna"])
+
+
+def item(name: str, vector: list[float], days: int, kind: EntryKind = "episodic", **fields: object) -> outdated.Item:
+    """An entry with its vector for the outdated job."""
+    when = MARCH + timedelta(days=days)
+    entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=name, occurred_at=when,
+                        created_at=when, updated_at=when, **fields)  # type: ignore[arg-type]
+    return outdated.Item(entry, vector)
+
+
+def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_does_not() -> None:
+    """The mark needs a newer, close episode that was not where the fact was stated and does not repeat its value;
+    the marks are a pure function, so applying them twice changes nothing."""
+    fact = item("Lena lives in Vienna", [1.0, 0.0], 0, kind="fact", value="Vienna", source_turn_ids=["t1"])
+    source = item("window of t1", [0.99, 0.14], 0, source_turn_ids=["t1", "t2"])
+    again = item("still love Vienna", [0.98, 0.2], 90, source_turn_ids=["t5"])
+    moved = item("unpacked the boxes in Graz", [0.95, 0.31], 180, source_turn_ids=["t9"])
+    unrelated = item("my dog Bruno", [0.2, 0.98], 200, source_turn_ids=["t12"])
+    assert outdated.marks([fact], [source, again, unrelated], 0.85) == {fact.entry.id: None}
+    assert outdated.marks([fact], [source, again, moved, unrelated], 0.85) == {fact.entry.id: moved.entry.id}
+    [change] = outdated.changes([fact], [source, moved], 0.85)
+    marked = item(fact.entry.text, fact.dense, 0, kind="fact", value="Vienna", source_turn_ids=["t1"],
+                  **change.payload)
+    assert outdated.changes([marked], [source, moved], 0.85) == []
+    assert outdated.changes([marked], [source], 0.85)[0].payload == {"outdated_by": None}  # its evidence forgotten
