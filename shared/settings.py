@@ -68,12 +68,14 @@ class Settings(BaseSettings):
     neighbor_weight: float = Field(default=0.0, ge=0.0, le=2.0)  # share of an adjacent window's score an entry gets
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
-    # Current by default (shared/retrieval/currency.py), in units of dense cosine similarity: hits within
-    # `recency_band` of the best-matching episode are about the same thing; newer (or, for "before" questions,
-    # older) evidence among them gains up to `recency_weight`. 0 and 0 turn it off.
-    recency_band: float = Field(default=0.05, ge=0.0, le=1.0)
-    recency_weight: float = Field(default=0.05, ge=0.0, le=1.0)
-    recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)  # the gain halves per this much older
+    # Current by default (shared/retrieval/currency.py): hits of the top k whose fused score is at least
+    # 1 - recency_band of the best episode's are about the same thing; for a question about the present, newer
+    # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such
+    # as "now", says so), halving per recency_half_life_days older; older, for a question about an earlier state.
+    recency_band: float = Field(default=0.5, ge=0.0, le=1.0)
+    recency_weight: float = Field(default=0.8, ge=0.0, le=10.0)
+    recency_tense_weight: float = Field(default=0.0, ge=0.0, le=10.0)
+    recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
     # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; a
     # request over it is answered `unavailable` at once, so a tenant flooding engram leaves the rest to the others.

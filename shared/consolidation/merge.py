@@ -1,7 +1,8 @@
 """Merge: near-duplicate episodes of one owner become one entry that keeps every source.
 
 Two episodes are near-duplicates when their dense vectors are close (cosine at least `threshold`) and they
-share content: most of their content words (at least `min_overlap`, Jaccard) or a source turn. Episodes are
+share content: most of their content words (at least `min_overlap`, Jaccard) or a source turn (of the same
+conversation: turn ids are only unique within one). Episodes are
 taken oldest first (by `occurred_at`, then conversation and turns); each joins the first earlier *kept* episode
 it duplicates, or is kept itself. The kept entry gets the union of its group's source turn ids, persons,
 entities and keywords and lists the others in `merged_from`; the others get `merged_into` and are hidden from
@@ -57,7 +58,9 @@ def groups(candidates: list[Candidate], threshold: float, min_overlap: float) ->
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
     words = [content_words(c.entry.text) for c in ordered]
-    sources = [set(own(c.entry)["source_turn_ids"]) for c in ordered]
+    # Turn ids are unique within a conversation only (products number turns 1, 2, 3 in every chat): a shared source
+    # turn is one of the same conversation.
+    sources = [{(c.entry.conversation_id, t) for t in own(c.entry)["source_turn_ids"]} for c in ordered]
     into: dict[str, str] = {}
     kept: list[int] = []
     for start in range(0, len(ordered), BLOCK):

@@ -1,47 +1,45 @@
 """Current by default: among the hits about the same thing, a question about the present gets the newest evidence
 first, a question about an earlier state the older one, and a derived claim never stands above newer evidence.
 
-No rule has to recognise the wording. "About the same thing" is measured, not parsed: a hit belongs to the band
-when its dense similarity to the query is within `band` of the best-matching episode's (the evidence; a fact is
-short and distilled, so it would otherwise set a bar no rambling episode reaches). Within the band, hits trade
-places: each keeps its relevance and gains up to `weight` for being newer (older, for an earlier state), the gain
-halving with every `half_life_days` it is older than the newest of the band, so windows of one chat, minutes
-apart, are ordered by relevance alone. Hits
-outside the band keep their places, so a question about something that never changed is answered as before, and
-only the hits relevance already put in the top k trade places: time orders what relevance picked.
+No rule has to recognise the wording of the memories. "About the same thing" is measured, not parsed: a hit of
+the top k belongs to the band when its relevance (its fused dense + BM25 score, boosts included) is at least
+`1 - band` of the best-matching episode's (the evidence: a fact is short and distilled, so it would set a bar no
+rambling episode reaches). Within the band, hits trade places: each keeps its relevance and gains up to `weight`
+for being newer (older, for an earlier state), the gain halving with every `half_life_days` it is older than the
+newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. Only the hits
+relevance already put in the top k trade places (time orders what relevance picked), and hits outside the band
+keep theirs.
 
-Derived claims yield to evidence: a fact ranks below every in-band episode newer than the statement it was
-read from, and a profile (whose lines have many ages) below every in-band episode, for a question about now.
-A question about a past event ("when did she move?") is left to relevance alone.
+How much newer counts depends on how the question asks about the present (tense.py): a time word ("now",
+"currently", "现在") means the asker expects things to have changed, so `weight` applies; the present tense alone
+("what is her dog called?") applies `tense_weight`, by default nothing, so a question about what never changed
+is answered by relevance. A question about a past event ("when did she move?") is left to relevance alone.
+
+Derived claims yield to evidence on every question about the present: a fact ranks below each in-band episode
+said at least `SAME_CHAT` after the statement it was read from, a profile (whose lines have many ages) below every
+in-band episode, and a fact the consolidator marked possibly outdated below the episode that outdates it.
 """
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
-
+from shared.consolidation.outdated import MIN_GAP
 from shared.retrieval.tense import Reading
 from shared.store import ScoredEntry
 
 DERIVED = ("fact", "profile")
+# Evidence counts as newer than a statement only when said this much later: the rest of the same chat goes on
+# about other things without changing it (consolidation's outdated marks use the same gap).
+SAME_CHAT = MIN_GAP
 
 
 @dataclass(frozen=True)
 class Currency:
-    """How much the band reaches and how much newer counts, both in units of dense cosine similarity."""
+    """The band (a share of the best episode's relevance) and the gains, in units of that relevance."""
 
     band: float
     weight: float
     half_life_days: float = 30.0
-
-
-def _similarities(hits: list[ScoredEntry], query: list[float]) -> list[float]:
-    q = np.asarray(query, dtype=np.float32)
-    q /= float(np.linalg.norm(q)) or 1.0
-    out = []
-    for hit in hits:
-        v = np.asarray(hit.vector or [], dtype=np.float32)
-        out.append(float(v @ q / (float(np.linalg.norm(v)) or 1.0)) if v.size == q.size else float("-inf"))
-    return out
+    tense_weight: float = 0.0  # the gain when only the tense, no time word, says "the present"
 
 
 def _day(when: datetime) -> str:
@@ -56,7 +54,7 @@ def _yield_to_evidence(order: list[ScoredEntry]) -> tuple[list[ScoredEntry], dic
         i = out.index(claim)
         profile = claim.entry.kind == "profile"
         later = [j for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic"
-                 and (profile or out[j].entry.occurred_at > claim.entry.occurred_at)]
+                 and (profile or out[j].entry.occurred_at >= claim.entry.occurred_at + SAME_CHAT)]
         if later:
             last = later[-1]
             evidence = out[last].entry
@@ -84,44 +82,45 @@ def _outdated(hits: list[ScoredEntry], present: bool) -> tuple[list[ScoredEntry]
     return out, reasons
 
 
-def rerank(hits: list[ScoredEntry], query: list[float], reading: Reading, currency: Currency,
+def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency,
            k: int | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
 
     Only the first `k` hits trade places (all when None): relevance picks what is returned, time orders it.
     """
     top = len(hits) if k is None else k
-    moved_hits, reasons = _in_band(hits[:top], query, reading, currency)
-    moved_hits += hits[top:]
-    moved_hits, outdated = _outdated(moved_hits, reading.orientation == "present")
+    moved, reasons = _in_band(hits[:top], reading, currency)
+    moved, outdated = _outdated(moved + hits[top:], reading.orientation == "present")
     for entry_id, why in outdated.items():
         reasons.setdefault(entry_id, []).append(why)
-    return moved_hits, reasons
+    return moved, reasons
 
 
-def _in_band(hits: list[ScoredEntry], query: list[float], reading: Reading,
+def _in_band(hits: list[ScoredEntry], reading: Reading,
              currency: Currency) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    if reading.orientation == "event" or len(hits) < 2 or not (currency.band or currency.weight):
+    """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
+    if reading.orientation == "event" or len(hits) < 2:
         return hits, {}
-    similarity = _similarities(hits, query)
-    evidence = [s for s, h in zip(similarity, hits, strict=True) if h.entry.kind == "episodic"]
-    best = max(evidence or similarity)
-    band = [i for i, s in enumerate(similarity) if s >= best - currency.band]
+    episodes = [h.score for h in hits if h.entry.kind == "episodic"] or [h.score for h in hits]
+    best = max(episodes) or 1.0
+    relevance = [h.score / best for h in hits]
+    band = [i for i, r in enumerate(relevance) if r >= 1.0 - currency.band]
     if len(band) < 2:
         return hits, {}
-    newest = max(hits[i].entry.occurred_at for i in band)
     newer_first = reading.orientation == "present"
+    weight = currency.weight if reading.explicit or not newer_first else currency.tense_weight
+    newest = max(hits[i].entry.occurred_at for i in band)
     half_life_s = currency.half_life_days * 86_400
 
     def score(i: int) -> float:
         # 1 for the newest, halving with every half-life older: hits minutes apart (one chat) stay level, and
         # relevance alone orders them; months apart, the newer gains the full weight.
-        fresh = 0.5 ** ((newest - hits[i].entry.occurred_at).total_seconds() / half_life_s) if half_life_s else 1.0
-        return similarity[i] + currency.weight * (fresh if newer_first else 1.0 - fresh)
+        age_s = (newest - hits[i].entry.occurred_at).total_seconds()
+        fresh = 0.5 ** (age_s / half_life_s) if half_life_s else 1.0
+        return relevance[i] + weight * (fresh if newer_first else 1.0 - fresh)
 
-    ranked = sorted(band, key=score, reverse=True)
+    moved = [hits[i] for i in sorted(band, key=score, reverse=True)]
     reasons: dict[str, list[str]] = {}
-    moved = [hits[i] for i in ranked]
     if newer_first:
         moved, yielded = _yield_to_evidence(moved)
         for entry_id, why in yielded.items():
@@ -129,12 +128,12 @@ def _in_band(hits: list[ScoredEntry], query: list[float], reading: Reading,
     out = list(hits)
     for place, hit in zip(band, moved, strict=True):  # the band's places, given in the new order
         out[place] = hit
-    which = "newer" if newer_first else "older"
-    asked = "the present" if newer_first else "an earlier state"
-    for place, hit in zip(band, moved, strict=True):
-        was = hits.index(hit)
-        note = (f"question about {asked} ({reading.cue}): within {currency.band:g} of the best match "
-                f"(similarity {similarity[was]:.3f}, best {best:.3f}), {which} evidence first; "
-                f"{_day(hit.entry.occurred_at)}, rank {was + 1} -> {place + 1}")
-        reasons.setdefault(hit.entry.id, []).insert(0, note)
+    if weight:
+        which, asked = ("newer", "the present") if newer_first else ("older", "an earlier state")
+        for place, hit in zip(band, moved, strict=True):
+            was = hits.index(hit)
+            reasons.setdefault(hit.entry.id, []).insert(0, (
+                f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "
+                f"within the band ({1.0 - currency.band:.2f}); {which} evidence first (+{weight:g} at most): "
+                f"{_day(hit.entry.occurred_at)}, rank {was + 1} -> {place + 1}"))
     return out, reasons

@@ -169,18 +169,19 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
         limit=candidates, entry_filter=entry_filter,
         prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
         boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
-        candidates=candidates, explain=request.explain, with_vectors=True)
+        candidates=candidates, explain=request.explain, with_vectors=use_mmr)
     searched = time.perf_counter()
     boosts = _boost_reasons(hits, query_plan, settings)
     hits, smoothed = _smooth(hits, settings.neighbor_weight)
     for entry_id, why in smoothed.items():
         boosts.setdefault(entry_id, []).extend(why)
     reading = tense.read(request.query, query_plan.lang)
-    hits, ordering = rerank(hits, dense[0], reading, Currency(settings.recency_band, settings.recency_weight,
-                                                              settings.recency_half_life_days), request.k)
+    currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
+                        half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight)
+    hits, ordering = rerank(hits, reading, currency, request.k)
     if use_mmr and settings.mmr_lambda is not None:
         hits = mmr(hits, request.k, settings.mmr_lambda)
-    hits = [h.model_copy(update={"vector": None}) for h in hits[:request.k]]
+    hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
                       plan=((planned - started) + (done - searched)) * 1e3, total=(done - started) * 1e3)

@@ -33,10 +33,12 @@ _EVENT_ZH = re.compile(r"什么时候|哪天|何时|哪一年|几月|多久以�
 
 @dataclass(frozen=True)
 class Reading:
-    """What time a query asks about, and the words that said so (for `explain`)."""
+    """What time a query asks about, the words that said so (for `explain`), and whether a time word said it
+    ("now", "before", "现在") rather than the tense alone: someone who says "now" expects that things changed."""
 
     orientation: Orientation
     cue: str
+    explicit: bool = True
 
 
 def _first(pattern: re.Pattern[str], text: str) -> str | None:
@@ -54,7 +56,7 @@ def read(query: str, lang: str) -> Reading:
             return Reading("present", cue)
         if cue := _first(_EVENT_ZH, query):
             return Reading("event", cue)
-        return Reading("present", "no time word (a question about how things are)")
+        return Reading("present", "no time word (a question about how things are)", explicit=False)
     if cue := _first(_EARLIER_EN, query):
         return Reading("earlier", cue)
     if cue := _first(_NOW_EN, query):
@@ -62,5 +64,5 @@ def read(query: str, lang: str) -> Reading:
     if cue := _first(_PAST_AUX_EN, query):
         return Reading("event", cue)
     if cue := _first(_PRESENT_AUX_EN, query):
-        return Reading("present", f"present tense ({cue})")
-    return Reading("present", "no past-tense word")
+        return Reading("present", f"present tense ({cue})", explicit=False)
+    return Reading("present", "no past-tense word", explicit=False)

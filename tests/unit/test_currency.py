@@ -11,7 +11,7 @@ from shared.retrieval.tense import read
 from shared.store import MemoryEntry, ScoredEntry
 
 MARCH = datetime(2024, 3, 2, 10, 0, tzinfo=UTC)
-CURRENCY = Currency(band=0.05, weight=0.05)
+CURRENCY = Currency(band=0.5, weight=0.8)
 
 
 @pytest.mark.parametrize(("query", "lang", "orientation"), [
@@ -39,63 +39,69 @@ def test_the_question_says_which_time_it_asks_about(query: str, lang: str, orien
     assert read(query, lang).orientation == orientation
 
 
-def _vector(similarity: float) -> list[float]:
-    """A unit vector at `similarity` (cosine) to the query vector [1, 0]."""
-    return [similarity, (1 - similarity ** 2) ** 0.5]
-
-
-def hit(name: str, similarity: float, days: int, kind: EntryKind = "episodic", score: float = 1.0,
-        **fields: object) -> ScoredEntry:
-    """A hit named `name` (its id and text), `days` after March 2024, at `similarity` to the query."""
+def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", **fields: object) -> ScoredEntry:
+    """A hit named `name` (its id and text), `days` after March 2024, with its fused relevance `score`."""
     when = MARCH + timedelta(days=days)
     entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=name, occurred_at=when,
                         created_at=when, updated_at=when, **fields)  # type: ignore[arg-type]
-    return ScoredEntry(entry=entry, score=score, vector=_vector(similarity))
+    return ScoredEntry(entry=entry, score=score)
 
 
-def order(hits: list[ScoredEntry], query: str, lang: str = "en") -> list[str]:
+def order(hits: list[ScoredEntry], query: str, lang: str = "en", k: int | None = None) -> list[str]:
     """The hits' names in the order recall gives them for `query`."""
-    ranked, _ = rerank(hits, [1.0, 0.0], read(query, lang), CURRENCY)
+    ranked, _ = rerank(hits, read(query, lang), CURRENCY, k)
     return [h.entry.id for h in ranked]
 
 
-def test_newer_evidence_about_the_same_thing_ranks_first_for_a_present_question() -> None:
-    """Of two comparably relevant episodes the newer comes first when asked about now, in either language."""
-    hits = [hit("vienna", 0.86, 0), hit("graz", 0.83, 180), hit("smalltalk", 0.70, 200)]
-    assert order(hits, "Where does Lena live?") == ["graz", "vienna", "smalltalk"]
-    assert order(hits, "莉娜住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
+def test_newer_evidence_about_the_same_thing_ranks_first_when_asked_about_now() -> None:
+    """Of two comparably relevant episodes the newer comes first when the question says "now", in either language;
+    a far less relevant one keeps its place however new."""
+    hits = [hit("vienna", 1.0, 0), hit("graz", 0.7, 180), hit("smalltalk", 0.3, 200)]
+    assert order(hits, "Where does Lena live now?") == ["graz", "vienna", "smalltalk"]
+    assert order(hits, "莉娜现在住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
+
+
+def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
+    """Minutes apart is not newer: the gain halves per half-life, so one chat's windows keep their relevance order."""
+    hits = [hit("moved to graz", 1.0, 180), hit("thanks, bye", 0.8, 180)]
+    assert order(hits, "Where does Lena live now?") == ["moved to graz", "thanks, bye"]
 
 
 def test_an_earlier_state_finds_the_older_evidence_first_and_an_event_keeps_relevance() -> None:
     """"Before" questions prefer the older of comparably relevant hits; "when did" questions are left alone."""
-    hits = [hit("graz", 0.84, 180), hit("vienna", 0.83, 0)]
+    hits = [hit("graz", 1.0, 180), hit("vienna", 0.8, 0)]
     assert order(hits, "Where did Lena live before?") == ["vienna", "graz"]
     assert order(hits, "When did Lena move?") == ["graz", "vienna"]
 
 
-def test_a_newer_but_unrelated_entry_does_not_displace_the_answer() -> None:
-    """Recency only reorders hits within the band: a newer entry far less relevant keeps its place."""
-    hits = [hit("dog named bruno", 0.90, 0), hit("new flat", 0.80, 180)]
+def test_the_present_tense_alone_leaves_what_never_changed_to_relevance() -> None:
+    """Without a time word a present-tense question is about how things are: the best match stays first."""
+    hits = [hit("dog named bruno", 1.0, 0), hit("new flat", 0.8, 180)]
     assert order(hits, "What is the name of Lena's dog?") == ["dog named bruno", "new flat"]
+
+
+def test_only_the_top_k_trade_places() -> None:
+    """Relevance picks what is returned; time orders it: a newer hit beyond k is not pulled in."""
+    hits = [hit("vienna", 1.0, 0), hit("other", 0.9, 60), hit("graz", 0.8, 180)]
+    assert order(hits, "Where does Lena live now?", k=2) == ["other", "vienna", "graz"]
 
 
 def test_a_fact_never_stands_above_newer_evidence_in_the_band() -> None:
     """A distilled fact matches better than any episode, yet newer evidence about the same question outranks it;
-    a profile (lines of many ages) stands below every episode of the band."""
-    hits = [hit("fact vienna", 0.95, 0, kind="fact"), hit("profile", 0.93, 10, kind="profile"),
-            hit("graz flat", 0.84, 180), hit("vienna flat", 0.82, 0)]
-    ranked, reasons = rerank(hits, [1.0, 0.0], read("Where does Lena live?", "en"), CURRENCY)
+    a profile (lines of many ages) stands below every episode of the band; even without a time word."""
+    hits = [hit("fact vienna", 1.4, 0, kind="fact"), hit("profile", 1.2, 10, kind="profile"),
+            hit("graz flat", 1.0, 180), hit("vienna flat", 0.9, 0)]
+    ranked, reasons = rerank(hits, read("Where does Lena live?", "en"), CURRENCY)
     names = [h.entry.id for h in ranked]
     assert names.index("graz flat") < names.index("fact vienna")
     assert names.index("vienna flat") < names.index("profile")
     assert any("derived claim" in why for why in reasons["fact vienna"])
-    assert any("question about the present" in why for why in reasons["graz flat"])
 
 
 def test_a_fact_marked_outdated_ranks_below_the_evidence_that_outdates_it() -> None:
     """Even outside the band, a possibly outdated fact goes below the newer episode named in its mark."""
-    hits = [hit("fact vienna", 0.99, 0, kind="fact", outdated_by="graz flat"), hit("graz flat", 0.60, 180)]
-    ranked, reasons = rerank(hits, [1.0, 0.0], read("Where does Lena live?", "en"), CURRENCY)
+    hits = [hit("fact vienna", 2.0, 0, kind="fact", outdated_by="graz flat"), hit("graz flat", 0.2, 180)]
+    ranked, reasons = rerank(hits, read("Where does Lena live?", "en"), CURRENCY)
     assert [h.entry.id for h in ranked] == ["graz flat", "fact vienna"]
     assert any("possibly outdated" in why for why in reasons["fact vienna"])
 

@@ -96,3 +96,12 @@ def test_a_forget_of_a_keeper_makes_its_members_visible_with_their_own_lists() -
     after = change.entry.model_copy(update=change.payload)
     assert after.merged_into is None and after.source_turn_ids == ["a1"]
     assert merge.mended([after], {"k"}) == []  # nothing more to mend
+
+
+def test_the_same_turn_id_in_two_conversations_is_not_a_shared_source() -> None:
+    """Products number turns per chat ("1", "2", ...): two chats months apart that both have a turn "1" are not
+    near-duplicates by that, so the newer one (a changed fact) is never hidden behind the older one's text."""
+    old = episode("old", "I play the guitar in a class every week", 0, ["1", "2"])
+    new = episode("new", "Now I am learning the drums at a studio twice a week", 160, ["1", "2"])
+    merged = run({"old": old, "new": new}, {"old": [1.0, 0.0], "new": [0.96, 0.28]})  # close vectors
+    assert merged["new"].merged_into is None and merged["old"].merged_from == []
