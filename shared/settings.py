@@ -99,9 +99,9 @@ class Settings(BaseSettings):
     consolidate_interval_s: float = Field(default=3600.0, gt=0)  # each tenant's jobs run once per interval
     lease_ttl_s: float = Field(default=60.0, ge=1)            # a tenant's lease; renewed every third of it
     merge_threshold: float = Field(default=0.93, ge=0.0, le=1.0)  # dense cosine of near-duplicates
-    # A fact is possibly outdated by a newer episode of its owner this close to it (dense cosine) that does not
-    # repeat its value (consolidation/outdated.py); 1 turns the check off.
-    outdated_similarity: float = Field(default=0.85, ge=0.0, le=1.0)
+    # A fact is possibly outdated by a newer episode its own text finds within 1 - outdated_band of the best score
+    # (consolidation/outdated.py; narrower than recall's band: a mark takes a line out of the profile); 0: off.
+    outdated_band: float = Field(default=0.2, ge=0.0, le=1.0)
     merge_min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)  # and the share of content words they share
     half_life_days: float = Field(default=180.0, gt=0)        # how fast an episode's retention halves with age
     retention_min_score: float = Field(default=0.03, ge=0.0, le=1.0)  # below this an episode is forgotten

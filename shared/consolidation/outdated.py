@@ -1,23 +1,31 @@
 """Outdated: a derived claim is current only while no newer evidence of its person is about the same thing.
 
 The slot rules supersede a fact when a newer statement of the same slot is *read*. People change their lives in
-words no rule reads ("we finally unpacked the last boxes in Graz"), so this job also asks, for every active fact
-of an owner, whether a newer episode of the same owner is about the same thing: its dense vector is close to the
-fact's (cosine at least `threshold`), it was said hours later (not in the same chat, which goes on about the same
-things without changing them), and it does not repeat the fact's value. Such a fact is marked `outdated_by` that
-episode: kept (history is never deleted), left out of the profile's current lines, and ranked below that episode
-in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. The marks are a pure function of
-the stored texts, vectors and times.
+words no rule reads, so this job also asks, for every active fact of an owner, whether a newer episode of the same
+owner is about the same thing, the way recall decides it (retrieval/currency.py): the fact's own text is the query
+(its stored dense vector and its words in BM25) over the owner's episodes, and an episode is about the same thing
+when its fused score is within the band of the best one. An episode of that band said hours after the statement
+(not the same chat, which goes on about other things), that does not repeat the fact's value and was not where it
+was read, outdates it: the fact is marked `outdated_by` that episode, kept (history is never deleted), left out of
+the profile's current lines and ranked below that episode in recall. A fact whose newer evidence goes away (it
+was forgotten) is unmarked. The marks are a pure function of the stored entries.
+
+Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
+0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
+the band holds the episodes that talk about what the fact says; precision before coverage.
 """
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-import numpy as np
-
 from shared.consolidation.changes import Change
-from shared.store import MemoryEntry
+from shared.embedding import Bm25Encoder
+from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 
 MIN_GAP = timedelta(hours=6)
+CANDIDATES = 10  # episodes looked at per fact
+_STATED = re.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
 
 
 @dataclass(frozen=True)
@@ -28,50 +36,41 @@ class Item:
     dense: list[float]
 
 
-def _unit(vectors: list[list[float]]) -> np.ndarray:
-    matrix = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
-
-
 def _repeats(fact: MemoryEntry, episode: MemoryEntry) -> bool:
     """The episode states the fact again (its value), or is the window the fact was read from."""
-    if set(fact.source_turn_ids) & set(episode.source_turn_ids):
+    if fact.conversation_id == episode.conversation_id and set(fact.source_turn_ids) & set(episode.source_turn_ids):
         return True
     return fact.value is not None and fact.value.casefold() in episode.text.casefold()
 
 
-def marks(facts: list[Item], episodes: list[Item], threshold: float,
-          min_gap: timedelta = MIN_GAP) -> dict[str, str | None]:
-    """For every fact, the newer episode about the same thing that outdates it (the closest one), else None.
+def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float) -> str | None:
+    """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
+    first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it."""
+    if not hits or not band:
+        return None
+    best = max(h.score for h in hits) or 1.0
+    for hit in sorted(hits, key=lambda h: (-h.score, h.entry.id)):
+        episode = hit.entry
+        if (hit.score >= (1.0 - band) * best and episode.occurred_at >= fact.occurred_at + MIN_GAP
+                and not _repeats(fact, episode)):
+            return episode.id
+    return None
 
-    Args:
-        min_gap: how much later than the statement the episode must be: the rest of the same chat goes on about
-            the same things without changing them ("I love hiking." ... "I'm allergic to peanuts.").
-    """
-    out: dict[str, str | None] = {f.entry.id: None for f in facts}
-    usable = [e for e in episodes if e.dense]
-    if not facts or not usable:
-        return out
-    facts_with = [f for f in facts if f.dense]
-    if not facts_with:
-        return out
-    sims = _unit([f.dense for f in facts_with]) @ _unit([e.dense for e in usable]).T
-    for row, fact in enumerate(facts_with):
-        best: tuple[float, str] | None = None
-        for col, episode in enumerate(usable):
-            similarity = float(sims[row, col])
-            if (similarity < threshold or episode.entry.occurred_at < fact.entry.occurred_at + min_gap
-                    or _repeats(fact.entry, episode.entry)):
-                continue
-            if best is None or (similarity, episode.entry.id) > best:
-                best = (similarity, episode.entry.id)
-        out[fact.entry.id] = best[1] if best else None
+
+async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm25Encoder, band: float,
+                  rrf_k: int) -> list[Change]:
+    """Search each fact's own text among the owner's episodes and bring its `outdated_by` to what that finds."""
+    usable = [f for f in facts if f.dense]
+    if not usable:
+        return []
+    episodes = EntryFilter(kinds=["episodic"], include_merged=False)
+    searches = [HybridSearch(vectors=Vectors(dense=f.dense, sparse=sparse.query(_STATED.sub("", f.entry.text))),
+                             limit=CANDIDATES, entry_filter=episodes, prefetch_limit=CANDIDATES * 2, rrf_k=rrf_k)
+                for f in usable]
+    found = await store.hybrid_batch(scope, searches)
+    out = []
+    for fact, hits in zip(usable, found, strict=True):
+        wanted = mark(fact.entry, hits, band)
+        if fact.entry.outdated_by != wanted:
+            out.append(Change(entry=fact.entry, payload={"outdated_by": wanted}))
     return out
-
-
-def changes(facts: list[Item], episodes: list[Item], threshold: float) -> list[Change]:
-    """The payload updates that bring each fact's `outdated_by` to its mark (none when it already is)."""
-    wanted = marks(facts, episodes, threshold)
-    return [Change(entry=f.entry, payload={"outdated_by": wanted[f.entry.id]}) for f in facts
-            if f.entry.outdated_by != wanted[f.entry.id]]

@@ -103,11 +103,8 @@ async def _outdate(c: Consolidation, owner: Owner, apply: Changes) -> None:
     """Mark the owner's active facts that a newer episode about the same thing may have outdated (or unmark)."""
     active = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
     facts = [outdated.Item(e, d) for e, d in await read_all(c.store, owner, active, with_vectors=True)]
-    if not facts:
-        return
-    episodes = [outdated.Item(e, d) for e, d in
-                await read_all(c.store, owner, EntryFilter(kinds=["episodic"]), with_vectors=True)]
-    await apply(owner.tenant, outdated.changes(facts, episodes, c.settings.outdated_similarity))
+    await apply(owner.tenant, await outdated.changes(c.store, owner.scope, facts, c.sparse,
+                                                     c.settings.outdated_band, c.settings.rrf_k))
 
 
 async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:

@@ -164,6 +164,30 @@ def stale_profile_lines(story: Story, profile_text: str | None) -> list[str]:
     return [line for line in profile_text.splitlines()[1:] if replaced and _holds(line, replaced)]
 
 
+class FactCheck(BaseModel):
+    """What the user's active facts say about a story's present question after consolidation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    story: str
+    current: int = 0          # active facts naming the current value
+    stale: int = 0            # active facts naming a replaced value (and not the current one), unmarked
+    stale_marked: int = 0     # the same, marked possibly outdated (kept, out of the profile, ranked below)
+    current_marked: int = 0   # facts naming the current value wrongly marked possibly outdated
+
+
+def check_facts(story: Story, facts: Sequence[tuple[str, bool]]) -> FactCheck:
+    """Count a story's active facts (text, marked outdated) by the value they name for its present question."""
+    present = next(q for q in story.questions if q.kind == "present")
+    counts = {"current": 0, "stale": 0, "stale_marked": 0, "current_marked": 0}
+    for text, marked in facts:
+        if _holds(text, present.current):
+            counts["current_marked" if marked else "current"] += 1
+        elif present.old and _holds(text, present.old):
+            counts["stale_marked" if marked else "stale"] += 1
+    return FactCheck(story=story.id, **counts)
+
+
 class Figures(BaseModel):
     """The measured rates of one group of stories (a language, a kind of change, or all)."""
 
@@ -177,9 +201,14 @@ class Figures(BaseModel):
     unchanged_at_k: float = 0.0  # share of questions about what never changed answered in the top k
     unchanged_top: float = 0.0
     stale_profiles: int = 0      # profiles with a line stating a replaced value
+    facts_current: int = 0       # stories with an active fact naming the current value
+    facts_stale: int = 0         # stories with an active, unmarked fact naming a replaced value
+    facts_marked: int = 0        # stories whose stale facts were all marked possibly outdated
+    facts_wrongly_marked: int = 0  # stories with a current fact marked possibly outdated
 
 
-def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int) -> Figures:
+def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int,
+            facts: Sequence[FactCheck] = ()) -> Figures:
     """Rates over a group of judged questions (and the stale profile lines of its stories)."""
     present = [j for j in judged if j.kind == "present"]
     past = [j for j in judged if j.kind == "past"]
@@ -197,4 +226,8 @@ def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int) -> Fi
         past=len(past), past_at_k=found(past),
         unchanged=len(unchanged), unchanged_at_k=found(unchanged),
         unchanged_top=sum(j.top for j in unchanged) / len(unchanged) if unchanged else 0.0,
-        stale_profiles=sum(1 for s in stories if stale.get(s)))
+        stale_profiles=sum(1 for s in stories if stale.get(s)),
+        facts_current=sum(1 for f in facts if f.story in stories and f.current),
+        facts_stale=sum(1 for f in facts if f.story in stories and f.stale),
+        facts_marked=sum(1 for f in facts if f.story in stories and f.stale_marked and not f.stale),
+        facts_wrongly_marked=sum(1 for f in facts if f.story in stories and f.current_marked))

@@ -8,7 +8,16 @@ from pydantic import BaseModel, Field
 from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.contract import RecallRequest
 from shared.evaluation.machine import describe
-from shared.evaluation.updates import Figures, Judged, Story, figures, judge, stale_profile_lines
+from shared.evaluation.updates import (
+    FactCheck,
+    Figures,
+    Judged,
+    Story,
+    check_facts,
+    figures,
+    judge,
+    stale_profile_lines,
+)
 
 
 class UpdatesReport(BaseModel):
@@ -26,27 +35,34 @@ class UpdatesReport(BaseModel):
     by_category: dict[str, Figures] = Field(default_factory=dict)
     judged: list[Judged] = Field(default_factory=list)
     stale: dict[str, list[str]] = Field(default_factory=dict)    # story id → profile lines stating a replaced value
+    facts: list[FactCheck] = Field(default_factory=list)
 
 
-def _group(judged: Sequence[Judged], stale: dict[str, list[str]], k: int,
-           key: Callable[[Judged], str]) -> dict[str, Figures]:
-    keys = sorted({key(j) for j in judged})
-    return {name: figures([j for j in judged if key(j) == name], stale, k) for name in keys}
+def _group(report: "UpdatesReport", key: Callable[[Judged], str]) -> dict[str, Figures]:
+    keys = sorted({key(j) for j in report.judged})
+    return {name: figures([j for j in report.judged if key(j) == name], report.stale, report.k, report.facts)
+            for name in keys}
 
 
 def summarise(report: UpdatesReport) -> UpdatesReport:
     """The report with its figures computed from its judged questions."""
-    judged, stale, k = report.judged, report.stale, report.k
     return report.model_copy(update={
-        "overall": figures(judged, stale, k),
-        "by_language": _group(judged, stale, k, lambda j: j.language),
-        "by_change": _group(judged, stale, k, lambda j: f"{j.language}/{j.change}"),
-        "by_category": _group(judged, stale, k, lambda j: j.category)})
+        "overall": figures(report.judged, report.stale, report.k, report.facts),
+        "by_language": _group(report, lambda j: j.language),
+        "by_change": _group(report, lambda j: f"{j.language}/{j.change}"),
+        "by_category": _group(report, lambda j: j.category)})
 
 
 async def _profile(client: MemoryClient, user_id: str) -> str | None:
     page = await client.entries(op="list", user_id=user_id, kind="profile", limit=5)
     return page.entries[0].text if page.entries else None
+
+
+async def _facts(client: MemoryClient, user_id: str) -> list[tuple[str, bool]]:
+    """The user's active facts (text, marked possibly outdated)."""
+    page = await client.entries(op="list", user_id=user_id, kind="fact", limit=500)
+    return [(e.text, e.outdated_by is not None) for e in page.entries
+            if e.superseded_by is None and e.merged_into is None]
 
 
 async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Sequence[Story], split: str, *,
@@ -73,6 +89,7 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Seq
                 reply = await client.recall(RecallRequest(query=question.query, user_id=user_id, k=k, mode=mode))
                 report.judged.append(judge(story, question, [e.text for e in reply.entries],
                                            [e.kind for e in reply.entries]))
+            report.facts.append(check_facts(story, await _facts(client, user_id)))
             stale = stale_profile_lines(story, await _profile(client, user_id))
             if stale:
                 report.stale[story.id] = stale

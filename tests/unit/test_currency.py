@@ -106,26 +106,15 @@ def test_a_fact_marked_outdated_ranks_below_the_evidence_that_outdates_it() -> N
     assert any("possibly outdated" in why for why in reasons["fact vienna"])
 
 
-def item(name: str, vector: list[float], days: int, kind: EntryKind = "episodic", **fields: object) -> outdated.Item:
-    """An entry with its vector for the outdated job."""
-    when = MARCH + timedelta(days=days)
-    entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=name, occurred_at=when,
-                        created_at=when, updated_at=when, **fields)  # type: ignore[arg-type]
-    return outdated.Item(entry, vector)
-
-
 def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_does_not() -> None:
-    """The mark needs a newer, close episode that was not where the fact was stated and does not repeat its value;
-    the marks are a pure function, so applying them twice changes nothing."""
-    fact = item("Lena lives in Vienna", [1.0, 0.0], 0, kind="fact", value="Vienna", source_turn_ids=["t1"])
-    source = item("window of t1", [0.99, 0.14], 0, source_turn_ids=["t1", "t2"])
-    again = item("still love Vienna", [0.98, 0.2], 90, source_turn_ids=["t5"])
-    moved = item("unpacked the boxes in Graz", [0.95, 0.31], 180, source_turn_ids=["t9"])
-    unrelated = item("my dog Bruno", [0.2, 0.98], 200, source_turn_ids=["t12"])
-    assert outdated.marks([fact], [source, again, unrelated], 0.85) == {fact.entry.id: None}
-    assert outdated.marks([fact], [source, again, moved, unrelated], 0.85) == {fact.entry.id: moved.entry.id}
-    [change] = outdated.changes([fact], [source, moved], 0.85)
-    marked = item(fact.entry.text, fact.dense, 0, kind="fact", value="Vienna", source_turn_ids=["t1"],
-                  **change.payload)
-    assert outdated.changes([marked], [source, moved], 0.85) == []
-    assert outdated.changes([marked], [source], 0.85)[0].payload == {"outdated_by": None}  # its evidence forgotten
+    """Among the episodes the fact's own text finds, one in the band, said hours later, that neither repeats its
+    value nor is where it was read, outdates it; small talk outside the band and the same chat never do."""
+    fact = hit("Lena lives in Vienna", 2.0, 0, kind="fact", value="Vienna", source_turn_ids=["t1"]).entry
+    source = hit("window of t1", 1.0, 0, source_turn_ids=["t1", "t2"])
+    later_that_day = hit("the next window, same chat", 0.9, 0, source_turn_ids=["t3"])
+    again = hit("still love Vienna", 0.9, 90, source_turn_ids=["t5"])
+    moved = hit("new flat in Graz", 0.6, 180, source_turn_ids=["t9"])
+    small_talk = hit("thanks, bye", 0.3, 200, source_turn_ids=["t12"])
+    assert outdated.mark(fact, [source, later_that_day, again, small_talk], band=0.5) is None
+    assert outdated.mark(fact, [source, again, moved, small_talk], band=0.5) == "new flat in Graz"
+    assert outdated.mark(fact, [], band=0.5) is None

@@ -330,3 +330,39 @@ async def test_the_extractor_reads_each_turn_of_the_window_in_its_language() -> 
                                         "小王对花生过敏（2024年5月10日所述）"]
     assert [d.source_turn_ids for d in drafts] == [[turns[0].turn_id], [turns[0].turn_id], [turns[1].turn_id]]
     assert RuleFactExtractor().extract_sync(window) == drafts
+
+
+@pytest.mark.parametrize(("text", "lang", "attribute", "value"), [
+    ("Lisa and I broke up in July.", "en", "partner", "no partner"),
+    ("we split up last year", "en", "partner", "no partner"),
+    ("Lisa and I broke up in July. I've been seeing Jana since September.", "en", "partner", "Jana"),
+    ("my new boyfriend Tariq cooks", "en", "partner", "Tariq"),
+    ("I'm no longer vegetarian.", "en", "diet", "not vegetarian"),
+    ("I'm not vegan anymore", "en", "diet", "not vegan"),
+    ("I gave up being vegetarian after the trip", "en", "diet", "not vegetarian"),
+    ("I started eating meat again", "en", "diet", "eats meat"),
+    ("I handed in my notice at Siemens today", "en", "works_at", "left Siemens"),
+    ("I handed in my notice at Siemens and start at Bosch on Monday", "en", "works_at", "Bosch"),
+    ("first week at Kyocera done!", "en", "works_at", "Kyocera"),
+    ("我和小李分手了", "zh", "partner", "no partner"),
+    ("我不吃素了，昨天吃了牛排", "zh", "diet", "不吃素"),
+    ("跟你说，我已经递了辞呈，下周一去米哈游报到", "zh", "works_at", "米哈游"),
+    ("我已经离职了", "zh", "works_at", "已离职"),
+])
+def test_a_change_said_in_passing_is_a_fact_of_its_slot(text: str, lang: str, attribute: str, value: str) -> None:
+    """Endings and new starts ("broke up", "no longer vegetarian", "去米哈游报到") state the slot's new value; the
+    last one a turn says wins."""
+    assert slots(text, lang).get(attribute) == value
+
+
+@pytest.mark.parametrize(("text", "lang"), [
+    ("If Lisa and I broke up I'd cry", "en"),
+    ("My sister broke up with Tom", "en"),
+    ("Is he no longer vegetarian?", "en"),
+    ("入职俩多月了，食堂是真不错", "zh"),
+    ("她和男朋友分手了", "zh"),
+    ("明天去学校报到", "zh"),
+])
+def test_what_only_looks_like_a_change_is_no_fact(text: str, lang: str) -> None:
+    """Suppositions, other people's breakups, questions and time spans after 入职 are not the speaker's facts."""
+    assert not {a for a in slots(text, lang) if a in ("partner", "diet", "works_at")}

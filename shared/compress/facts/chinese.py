@@ -1,14 +1,16 @@
 """How Chinese turns are read: sentences, which of them are plain first-person statements, and the rules."""
 import re
 
-from shared.compress.facts import chinese_home, chinese_life, plans
+from shared.compress.facts import changes, chinese_home, chinese_life, plans
 from shared.compress.facts.fact import Reader
 
 _SPLIT = re.compile(r"(?<=[。！？!?；;…])|\n+")
 _QUESTION = re.compile(r"吗|什么|怎么|为什么|哪里|哪儿|哪个|是不是|有没有|要不要|多少|几个")
-# Words before a match that make it a supposition, a wish, a report or the past ("以前我住在北京").
+# Words before a match that make it a supposition, a wish, a report or the past ("以前我住在北京"); "跟你说" (let me
+# tell you) is the speaker's own news, not a report.
 _NOT_PLAIN_BEFORE = re.compile(
-    r"如果|要是|假如|假设|万一|也许|可能|或许|但愿|希望|想|梦想|以前|之前|曾经|小时候|过去|那时|当时|原来|本来|说|觉得|"
+    r"如果|要是|假如|假设|万一|也许|可能|或许|但愿|希望|想|梦想|以前|之前|曾经|小时候|过去|那时|当时|原来|本来|"
+    r"(?<!跟你)(?<!和你)(?<!给你)(?<!听我)说|觉得|"
     r"以为|认为|听说|不知道|假装|玩笑|的话")
 # Words after a match that say the state is over ("我住在北京的时候", "我住在北京，后来搬走了").
 _NOT_PLAIN_AFTER = re.compile(r"^(?:的)?时候|^时|^以前|^之前|^那年|^那会|后来|但是现在|不过现在|的话|已经不|去世|"
@@ -33,4 +35,4 @@ def blocked(before: str, after: str) -> bool:
 READER = Reader(sentences=sentences, is_question=is_question, blocked=blocked, rules=(
     chinese_life.lives_in, chinese_life.origin, chinese_life.works_at, chinese_life.occupation, chinese_life.studies,
     chinese_home.pets, chinese_home.people, chinese_home.preferences, chinese_home.allergies, chinese_home.diet,
-    chinese_home.birthday, plans.chinese_plans))
+    chinese_home.birthday, plans.chinese_plans, changes.chinese))

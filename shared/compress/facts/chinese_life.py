@@ -62,7 +62,8 @@ def origin(sentence: str, said: Said) -> list[Hit]:
     return hits
 
 
-def _employer(org: str) -> bool:
+def employer(org: str) -> bool:
+    """Whether `org` reads as an employer: a known company, a Latin name, or a name ending in 公司, 医院 ..."""
     if org.startswith(_NOT_EMPLOYER_START) or is_place(org) or org.endswith(("里", "边", "附近")):
         return False
     if re.fullmatch(r"[A-Z][A-Za-z0-9&]+", org):
@@ -75,7 +76,7 @@ def works_at(sentence: str, said: Said) -> list[Hit]:
     """Employer: "我在腾讯工作", "我在协和医院上班" (a known company, a Latin name, or ending in 公司/医院...)."""
     return [Hit(Fact("works_at", m.group("org"), f"{said.speaker}在{m.group('org')}工作", entities=(m.group("org"),)),
                 m.start(), m.end())
-            for m in _WORKS.finditer(sentence) if _employer(m.group("org"))]
+            for m in _WORKS.finditer(sentence) if employer(m.group("org"))]
 
 
 def occupation(sentence: str, said: Said) -> list[Hit]:

@@ -1,7 +1,7 @@
 """How English turns are read: sentences, which of them are plain first-person statements, and the rules."""
 import re
 
-from shared.compress.facts import life, people, plans, tastes
+from shared.compress.facts import changes, life, people, plans, tastes
 from shared.compress.facts.fact import Reader
 
 _SPLIT = re.compile(r"(?<=[.!?…])(?<!\bSt\.)(?<!\bMt\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bMrs\.)\s+|\n+")
@@ -46,4 +46,5 @@ def blocked(before: str, after: str) -> bool:
 
 READER = Reader(sentences=sentences, is_question=is_question, blocked=blocked, rules=(
     life.lives_in, life.origin, life.works_at, life.occupation, life.studies, people.pets, people.partner,
-    people.family, tastes.preferences, tastes.allergies, tastes.diet, tastes.birthday, plans.english_plans))
+    people.family, tastes.preferences, tastes.allergies, tastes.diet, tastes.birthday, plans.english_plans,
+    changes.english))

@@ -13,7 +13,8 @@ SPEAKING_ROLES = frozenset({"user", "other"})  # an assistant's or system's word
 
 
 def facts_in_turn(turn: Turn, lang: str) -> list[Draft]:
-    """The facts the speaker of `turn` states about themself, at most one per slot.
+    """The facts the speaker of `turn` states about themself, at most one per slot: the last one said, since what
+    a turn says later is what holds after it ("Lisa and I broke up. I've been seeing Jana since September").
 
     Args:
         lang: ISO code of the turn's language ("en", "zh"); other languages have no rules yet and give none.
@@ -22,16 +23,19 @@ def facts_in_turn(turn: Turn, lang: str) -> list[Draft]:
     if reader is None or turn.role not in SPEAKING_ROLES:
         return []
     said = Said(speaker=turn.speaker, ts=turn.ts)
-    found: dict[str, Draft] = {}
-    for sentence in reader.sentences(turn.text):
+    found: dict[str, tuple[tuple[int, int], Draft]] = {}
+    for index, sentence in enumerate(reader.sentences(turn.text)):
         if reader.is_question(sentence):
             continue
         for rule in reader.rules:
             for hit in rule(sentence, said):
-                if hit.fact.attribute in found or reader.blocked(sentence[:hit.start], sentence[hit.end:]):
+                where = (index, hit.start)
+                earlier = found.get(hit.fact.attribute)
+                if (earlier is not None and earlier[0] >= where) or \
+                        reader.blocked(sentence[:hit.start], sentence[hit.end:]):
                     continue
-                found[hit.fact.attribute] = draft(hit.fact, turn, lang)
-    return list(found.values())
+                found[hit.fact.attribute] = (where, draft(hit.fact, turn, lang))
+    return [d for _, d in sorted(found.values(), key=lambda item: item[0])]
 
 
 class RuleFactExtractor:

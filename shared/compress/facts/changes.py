@@ -1,0 +1,125 @@
+"""Rules for statements that end or replace a slot's value in the way people say it in passing.
+
+The slot rules read how a state is stated ("I live in Porto", "I work at Google"). People more often say how it
+changed: "Lisa and I broke up", "I've been seeing Jana since September", "I'm no longer vegetarian", "I handed in
+my notice at Siemens", "I start at Bosch on Monday", "我不吃素了", "下周一去米哈游报到", "我已经离职了". Each becomes
+a fact of the same slot (partner, diet, works_at), so the newest statement supersedes the older ones by time, as
+any other; an ending has a value that says so ("no partner", "not vegetarian", "left Siemens"). Written and widened
+against the dev half of the update stories (sentences their author wrote without seeing these rules); precision
+first: first person only, and the reader's guards (questions, wishes, reports, the past) still apply.
+"""
+import re
+
+from shared.compress.extract import STOPWORDS
+from shared.compress.facts.chinese_life import employer
+from shared.compress.facts.fact import Fact, Hit, Said
+from shared.compress.facts.han import is_place
+from shared.compress.facts.han import name as han_name
+from shared.compress.facts.life import ADV, ME
+from shared.compress.facts.phrases import CAP_RUN, PERSON_NAME, clean_name
+from shared.compress.facts.vocabulary import NOT_NAMES
+
+_NAME = r"(?P<name>" + PERSON_NAME + ")"
+_ORG = r"(?P<org>" + CAP_RUN + ")"
+_BROKE_UP = re.compile(
+    r"(?:\b(?P<with>[A-Z][a-z]+) and I|" + ME + r"|\b[Ww]e)(?:'ve| have)? " + ADV
+    + r"(?:broke up|split up|separated|got divorced|divorced)(?: with " + _NAME + r")?\b")
+_SEEING = re.compile(ME + r"(?:'ve| have|'m| am)? " + ADV + r"(?:been |started |begun |began )?"
+                     r"(?:seeing|dating|going out with|getting serious with) " + _NAME + r"\b")
+_NEW_PARTNER = re.compile(r"\b[Mm]y new (?P<rel>girlfriend|boyfriend|partner|wife|husband)(?:,)? " + _NAME + r"\b")
+_DIETS = r"(?P<diet>vegetarian|vegan|pescatarian|pescetarian|keto|plant-based)"
+_NOT_DIET = [
+    re.compile(ME + r"(?:'m| am) (?:no longer|not) (?:a |really )?" + _DIETS + r"(?:(?: any ?more| now)\b|\s*$|[.,!])"),
+    re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:stopped|quit|gave up|given up) being (?:a )?" + _DIETS + r"\b"),
+]
+_MEAT_AGAIN = re.compile(ME + r"(?:'ve| have|'m| am)? " + ADV + r"(?:started |been |back to )?eat(?:ing)? "
+                         r"(?:meat|fish|chicken|beef|pork) again\b")
+_LEFT_JOB = re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:handed in|gave|given|put in|turned in) (?:my )?(?:notice|"
+                       r"resignation) (?:at|to) " + _ORG + r"|" + ME + r"(?:'ve| have)? " + ADV
+                       + r"(?:quit|left) my job at " + _ORG.replace("org", "org2") + r"|" + ME + r"(?:'ve| have)? "
+                       + ADV + r"resigned from " + _ORG.replace("org", "org3"))
+_STARTS_JOB = re.compile(r"(?:" + ME + r"(?:'ll|'m| am| will)?|\b(?:and|then)) " + ADV
+                         + r"(?:start|starting|begin|beginning) "
+                         r"(?:work |working |my new job |the new job )?at " + _ORG + r"\b"
+                         r"|\b(?:[Mm]y )?first (?:day|week|month) (?:of work )?at " + _ORG.replace("org", "org2")
+                         + r"\b(?! (?:as a guest|as a visitor))")
+_NOT_EMPLOYERS = frozenset({"Home", "Work", "School", "Night", "Church", "Monday", "Tuesday", "Wednesday",
+                            "Thursday", "Friday", "Saturday", "Sunday"})
+
+# Chinese
+_ZH_BROKE_UP = re.compile(r"我(?:们|(?:和|跟)(?P<with>[\u4e00-\u9fff]{1,4}))?(?:已经|终于|上个月|上周|前阵子)?"
+                          r"(?:分手|离婚|分开)了")
+_ZH_NOT_VEGETARIAN = re.compile(r"我(?:现在|已经)?(?:不吃素了|不再吃素|开始吃肉了|又吃肉了|开荤了|不是素食者了)")
+_ZH_JOIN = re.compile(r"(?:去|到|在)(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?:报到|入职)|入职(?:了)?(?P<org2>"
+                      r"[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?=[，。！,.!~～]|$|了)")
+_ZH_COUNT = re.compile(r"[0-9一二两俩三四五六七八九十几多半][个天周月年]|[天周月年]")
+_ZH_GENERIC = frozenset({"学校", "公司", "医院", "单位", "新公司", "那边", "这边", "部门", "学院", "大学"})
+_ZH_LEFT = re.compile(r"我(?:已经|刚|终于)?(?:从(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?))?(?:辞职|离职)了"
+                      r"|我(?:已经|刚)?递了辞呈")
+
+
+def _person(raw: str | None) -> str | None:
+    found = clean_name(raw) if raw else None
+    return found if found and found.split()[0] not in NOT_NAMES and found.lower() not in STOPWORDS else None
+
+
+def english(sentence: str, said: Said) -> list[Hit]:
+    """Partner, diet and employer changes said in passing, in English."""
+    hits = []
+    for match in _BROKE_UP.finditer(sentence):
+        if match.group("with") and _person(match.group("with")) is None:
+            continue  # "If I and ..." / "So I and ...": not a name
+        other = _person(match.group("with")) or _person(match.group("name"))
+        text = f"{said.speaker} broke up with {other}" if other else f"{said.speaker} is no longer with their partner"
+        hits.append(Hit(Fact("partner", "no partner", text, (other,) if other else (), (other,) if other else ()),
+                        match.start(), match.end()))
+    for pattern in (_SEEING, _NEW_PARTNER):
+        for match in pattern.finditer(sentence):
+            other = _person(match.group("name"))
+            if other:
+                hits.append(Hit(Fact("partner", other, f"{said.speaker} is seeing {other}", (other,), (other,)),
+                                match.start(), match.end()))
+    for pattern in _NOT_DIET:
+        for match in pattern.finditer(sentence):
+            diet = match.group("diet").lower().replace("pescetarian", "pescatarian").replace("plant-based", "vegan")
+            hits.append(Hit(Fact("diet", f"not {diet}", f"{said.speaker} is no longer {diet}"),
+                            match.start(), match.end()))
+    for match in _MEAT_AGAIN.finditer(sentence):
+        hits.append(Hit(Fact("diet", "eats meat", f"{said.speaker} eats meat again"), match.start(), match.end()))
+    for match in _LEFT_JOB.finditer(sentence):
+        org = clean_name(match.group("org") or match.group("org2") or match.group("org3") or "")
+        if org and org not in _NOT_EMPLOYERS:
+            hits.append(Hit(Fact("works_at", f"left {org}", f"{said.speaker} left {org}", entities=(org,)),
+                            match.start(), match.end()))
+    for match in _STARTS_JOB.finditer(sentence):
+        org = clean_name(match.group("org") or match.group("org2") or "")
+        if org and org not in _NOT_EMPLOYERS:
+            hits.append(Hit(Fact("works_at", org, f"{said.speaker} works at {org}", entities=(org,)),
+                            match.start(), match.end()))
+    return hits
+
+
+def chinese(sentence: str, said: Said) -> list[Hit]:
+    """Partner, diet and employer changes said in passing, in Chinese."""
+    hits = []
+    for match in _ZH_BROKE_UP.finditer(sentence):
+        other = han_name(match.group("with")) if match.group("with") else None
+        text = f"{said.speaker}和{other}分手了" if other else f"{said.speaker}已经没有伴侣了"
+        hits.append(Hit(Fact("partner", "no partner", text, (other,) if other else (), (other,) if other else ()),
+                        match.start(), match.end()))
+    for match in _ZH_NOT_VEGETARIAN.finditer(sentence):
+        hits.append(Hit(Fact("diet", "不吃素", f"{said.speaker}不再吃素了"), match.start(), match.end()))
+    for match in _ZH_JOIN.finditer(sentence):
+        org = match.group("org") or match.group("org2")
+        # "去米哈游报到" names an employer by the verb; "入职俩多月了" does not, so after 入职 only a known one counts.
+        loose = match.group("org") is not None and org not in _ZH_GENERIC and not is_place(org) \
+            and not org.startswith(("这", "那", "哪", "一", "新", "我", "你")) and not _ZH_COUNT.search(org)
+        if org and (employer(org) or loose):
+            hits.append(Hit(Fact("works_at", org, f"{said.speaker}在{org}工作", entities=(org,)),
+                            match.start(), match.end()))
+    for match in _ZH_LEFT.finditer(sentence):
+        org = match.group("org")
+        value = f"从{org}离职" if org else "已离职"
+        hits.append(Hit(Fact("works_at", value, f"{said.speaker}{value}了", entities=(org,) if org else ()),
+                        match.start(), match.end()))
+    return hits
