@@ -15,9 +15,10 @@ How much newer counts depends on how the question asks about the present (tense.
 ("what is her dog called?") applies `tense_weight`, by default nothing, so a question about what never changed
 is answered by relevance. A question about a past event ("when did she move?") is left to relevance alone.
 
-Derived claims yield to evidence on every question about the present: a fact ranks below each in-band episode
-said at least `SAME_CHAT` after the statement it was read from, a profile (whose lines have many ages) below every
-in-band episode, and a fact the consolidator marked possibly outdated below the episode that outdates it.
+Derived claims yield to evidence. A fact is ranked as the evidence it came from (right after its source episode,
+when that is among the top k); on a question about the present it also ranks below each in-band episode said at
+least `SAME_CHAT` after its statement, a profile (whose lines have many ages) below every in-band episode, and a
+fact the consolidator marked possibly outdated below the episode that outdates it.
 """
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,6 +83,29 @@ def _outdated(hits: list[ScoredEntry], present: bool) -> tuple[list[ScoredEntry]
     return out, reasons
 
 
+def _source_of(claim: ScoredEntry, hits: list[ScoredEntry]) -> int | None:
+    """Where the episode a fact was read from stands among the hits (its conversation, a shared turn), if there."""
+    turns = set(claim.entry.source_turn_ids)
+    return next((i for i, h in enumerate(hits) if h.entry.kind == "episodic"
+                 and h.entry.conversation_id == claim.entry.conversation_id
+                 and turns & set(h.entry.source_turn_ids)), None)
+
+
+def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, str]]:
+    """Each fact ranked as the evidence it came from: right after its source episode when that stands below it
+    (a short, distilled claim matches a query better than the chat it was read from, never more truly)."""
+    reasons: dict[str, str] = {}
+    out = list(hits)
+    for claim in [h for h in hits if h.entry.kind == "fact"]:
+        i = out.index(claim)
+        source = _source_of(claim, out)
+        if source is not None and source > i:
+            out.insert(source, out.pop(i))
+            reasons[claim.entry.id] = (f"derived claim ranked as the evidence it came from (entry "
+                                       f"{out[source - 1].entry.id}), right after it")
+    return out, reasons
+
+
 def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency,
            k: int | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
@@ -90,8 +114,9 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency,
     """
     top = len(hits) if k is None else k
     moved, reasons = _in_band(hits[:top], reading, currency)
+    moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved + hits[top:], reading.orientation == "present")
-    for entry_id, why in outdated.items():
+    for entry_id, why in [*sourced.items(), *outdated.items()]:
         reasons.setdefault(entry_id, []).append(why)
     return moved, reasons
 
