@@ -43,6 +43,15 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry) -> bool:
     return fact.value is not None and fact.value.casefold() in episode.text.casefold()
 
 
+def _asked(fact: MemoryEntry) -> str:
+    """The fact's words without its value and date: what it is about ("Lena lives in"), which newer evidence of a
+    different value shares, unlike the value itself."""
+    text = _STATED.sub("", fact.text)
+    if fact.value:
+        text = re.sub(re.escape(fact.value), " ", text, flags=re.IGNORECASE)
+    return text
+
+
 def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
     first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it."""
@@ -64,7 +73,7 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
     if not usable:
         return []
     episodes = EntryFilter(kinds=["episodic"], include_merged=False)
-    searches = [HybridSearch(vectors=Vectors(dense=f.dense, sparse=sparse.query(_STATED.sub("", f.entry.text))),
+    searches = [HybridSearch(vectors=Vectors(dense=f.dense, sparse=sparse.query(_asked(f.entry))),
                              limit=CANDIDATES, entry_filter=episodes, prefetch_limit=CANDIDATES * 2, rrf_k=rrf_k)
                 for f in usable]
     found = await store.hybrid_batch(scope, searches)

@@ -6,7 +6,6 @@ vector is the normalised mean of those facts' vectors (no model needed) and its 
 evidence of the user it took into account (episodes included), not the newest fact it happened to extract, nor
 the time of the run: the profile is a pure function of the stored entries.
 """
-import re
 from datetime import datetime
 
 import numpy as np
@@ -15,7 +14,6 @@ from shared.embedding import Bm25Encoder
 from shared.store import MemoryEntry, StoredEntry, Vectors, entry_id
 from shared.text import scripts
 
-_STATED = re.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
 # Where a kind of fact sits in a profile: who the person is first, then people, then habits and plans.
 _ORDER = ("lives_in", "from", "works_at", "occupation", "studies", "partner", "family", "pet", "diet", "allergy",
           "birthday", "preference", "plan")
@@ -33,8 +31,8 @@ def _rank(fact: MemoryEntry) -> tuple[int, str]:
 
 
 def render(user_id: str, facts: list[MemoryEntry], as_of: datetime | None = None) -> str:
-    """The profile's text: per person (most facts first), one current statement per line, dated as a whole by
-    `as_of` (the newest evidence taken into account; the newest fact when not given)."""
+    """The profile's text: per person (most facts first), one current statement per line with the date it was
+    stated, the whole dated by `as_of` (the newest evidence taken into account; the newest fact when not given)."""
     by_subject: dict[str, list[MemoryEntry]] = {}
     for fact in facts:
         by_subject.setdefault(fact.subject or user_id, []).append(fact)
@@ -46,7 +44,8 @@ def render(user_id: str, facts: list[MemoryEntry], as_of: datetime | None = None
             lines.append(f"{subject}的档案（截至{newest.year}年{newest.month}月{newest.day}日）：")
         else:
             lines.append(f"Profile of {subject} (as of {newest.day} {newest.strftime('%B %Y')}):")
-        lines += [f"- {_STATED.sub('', f.text)}" for f in sorted(items, key=_rank)]
+        # Each line keeps the date it was stated: a profile says how old each of its claims is.
+        lines += [f"- {f.text}" for f in sorted(items, key=_rank)]
     return "\n".join(lines)
 
 
