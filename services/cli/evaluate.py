@@ -97,3 +97,24 @@ def eval_updates(split: str = typer.Option("dev", "--split", help="dev (tune on 
         raise typer.Exit(2)
     settings = load_settings()
     run(_eval_updates(settings, split, mode, k, consolidate, out))  # type: ignore[arg-type]
+
+
+@app.command("story")
+def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. en-015"),
+               out: Path = typer.Argument(help="JSONL file of its turns, for `engram ingest`"),  # noqa: B008
+               split: str = typer.Option("dev", "--split", help="the half it is in (dev or test)")) -> None:
+    """Write one update story's turns as JSONL (user id `<id>`), to ingest it and look at a recall with --explain."""
+    if split not in ("dev", "test"):
+        err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
+        raise typer.Exit(2)
+    stories = {s.id: s for s in updates.load(updates.split_path(split))}  # type: ignore[arg-type]
+    story = stories.get(story_id)
+    if story is None:
+        err.print(f"[red]no story {story_id!r} in the {split} half[/red]")
+        raise typer.Exit(2)
+    turns = [t.model_copy(update={"user_id": story.user.user_id, "conversation_id": t.conversation_id.split("-", 1)[1]})
+             for session in story.turns("x") for t in session]
+    out.write_text("".join(t.model_dump_json(exclude_none=True) + "\n" for t in turns), encoding="utf-8")
+    questions = "\n".join(f"  {q.kind}: {q.query}" for q in story.questions)
+    console.print(f"wrote {len(turns)} turns of {story.id} (user {story.user.user_id}) to {out}; its questions:\n"
+                  + questions)
