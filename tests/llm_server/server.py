@@ -5,9 +5,9 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -104,11 +104,37 @@ def start(model: Path, log_path: Path, timeout_s: float = 120.0) -> LlamaServer:
     raise AssertionError(f"llama_cpp.server did not answer within {timeout_s:g} s:\n{server.log_tail()}")
 
 
-@contextlib.contextmanager
-def serving(model: Path, log_path: Path) -> Iterator[LlamaServer]:
-    """A server for the block's duration."""
-    server = start(model, log_path)
-    try:
-        yield server
-    finally:
-        server.stop()
+def refusal(server: LlamaServer, response_format: dict[str, Any]) -> str | None:
+    """Why the server refuses a tiny request with this response_format (its status and message), or None."""
+    reply = httpx.post(f"{server.url}/chat/completions", timeout=60, json={
+        "model": MODEL_ALIAS, "max_tokens": 4, "temperature": 0, "response_format": response_format,
+        "messages": [{"role": "user", "content": "Hello."}]})
+    return None if reply.status_code == 200 else f"{reply.status_code} {reply.text[:300]}"
+
+
+# The loosest schema in each form: a server that refuses this has no such form at all.
+ANY_SCHEMA: dict[str, dict[str, Any]] = {
+    "json_object": {"type": "json_object", "schema": {"type": "object"}},
+    "json_schema": {"type": "json_schema", "json_schema": {"name": "any", "schema": {"type": "object"}}},
+}
+
+
+class Servers:
+    """The module's server, started again when a request killed it (so one refused schema fails one test only)."""
+
+    def __init__(self, model: Path, folder: Path) -> None:
+        self._model, self._folder = model, folder
+        self.started = 0
+        self.current: LlamaServer | None = None
+
+    def live(self) -> LlamaServer:
+        """A running server: the current one, or a new one if it died."""
+        if self.current is None or not self.current.alive():
+            self.started += 1
+            self.current = start(self._model, self._folder / f"llama-server-{self.started}.log")
+        return self.current
+
+    def stop(self) -> None:
+        """Stop the current server."""
+        if self.current is not None:
+            self.current.stop()

@@ -8,19 +8,17 @@ import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 from prometheus_client import REGISTRY
 
 from services.stack import Running, running
 from shared.client import MemoryClient, wait_until_stored
 from shared.contract import Turn
-from shared.llm.schemas import OUTPUTS, PURPOSES, ResponseFormat, response_format
+from shared.llm.schemas import PURPOSES, ResponseFormat
 from shared.messaging import nats_server
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually, fast_settings
-from tests.llm_server.conftest import Servers
-from tests.llm_server.server import MODEL_ALIAS, LlamaServer
+from tests.llm_server.server import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
 
 ENGLISH = [("Ana", "I moved to Porto last month and I love the river walks."),
            ("Bea", "Nice! Did you find a job there yet?"),
@@ -71,6 +69,9 @@ async def stack(server: LlamaServer, tmp_path_factory: pytest.TempPathFactory,
                 request: pytest.FixtureRequest) -> AsyncIterator[Running]:
     """Ingestor, retriever and consolidator calling the real server in the test's response format."""
     mode: ResponseFormat = request.node.callspec.params["mode"]
+    refused = refusal(server, ANY_SCHEMA[mode])
+    if refused is not None:  # llama-cpp-python's server takes only text and json_object
+        pytest.skip(f"the server refuses response_format {mode}: {refused}")
     folder = tmp_path_factory.mktemp(f"real-{mode}")
     settings = fast_settings(folder).model_copy(update={
         "llm_base_url": server.url, "llm_model": MODEL_ALIAS, "llm_response_format": mode,
@@ -96,12 +97,6 @@ async def _ingest(client: MemoryClient, turns: list[Turn], conversation_id: str)
 @pytest.mark.parametrize("mode", ["json_object", "json_schema"])
 async def test_every_purpose_reaches_the_real_model_and_none_ends_in_an_error(
         server: LlamaServer, stack: Running, mode: ResponseFormat, capsys: pytest.CaptureFixture[str]) -> None:
-    if mode == "json_schema":
-        probe = httpx.post(f"{server.url}/chat/completions", timeout=60, json={
-            "model": MODEL_ALIAS, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}],
-            "response_format": response_format("summary", OUTPUTS["summary"], mode)})
-        if probe.status_code != 200:
-            pytest.skip(f"the server refuses response_format json_schema: {probe.status_code} {probe.text[:200]}")
     before = snapshot()
     start = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
     try:

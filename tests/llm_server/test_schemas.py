@@ -6,39 +6,29 @@ import httpx
 import pytest
 
 from shared.llm.schemas import OUTPUTS, PURPOSES, Purpose, ResponseFormat, response_format
-from tests.llm_server.conftest import Servers
-from tests.llm_server.server import MODEL_ALIAS
+from tests.llm_server.server import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
 
 MESSAGES = [{"role": "system", "content": "Answer with one JSON object."}, {"role": "user", "content": "Hello."}]
 MAX_TOKENS = 8  # the grammar is built before the first token; a few tokens prove the server could sample with it
 
 
-def _ask(servers: Servers, wire: dict[str, Any] | None) -> httpx.Response:
+def _ask(server: LlamaServer, wire: dict[str, Any] | None) -> httpx.Response:
     body: dict[str, Any] = {"model": MODEL_ALIAS, "messages": MESSAGES, "max_tokens": MAX_TOKENS, "temperature": 0}
     if wire is not None:
         body["response_format"] = wire
-    return httpx.post(f"{servers.live().url}/chat/completions", json=body, timeout=60)
-
-
-def _form_refused(servers: Servers, mode: ResponseFormat) -> str | None:
-    """Why the server refuses `mode` even with the loosest schema (its API has no such form), or None."""
-    anything = {"type": "object"}
-    wire = ({"type": "json_schema", "json_schema": {"name": "any", "schema": anything}} if mode == "json_schema"
-            else {"type": "json_object", "schema": anything})
-    reply = _ask(servers, wire)
-    return None if reply.status_code == 200 else f"{reply.status_code} {reply.text[:300]}"
+    return httpx.post(f"{server.url}/chat/completions", json=body, timeout=60)
 
 
 @pytest.mark.parametrize("mode", ["json_object", "json_schema"])
 @pytest.mark.parametrize("purpose", PURPOSES)
 def test_the_server_builds_a_grammar_from_each_purposes_wire_schema(servers: Servers, purpose: Purpose,
                                                                     mode: ResponseFormat) -> None:
-    refused = _form_refused(servers, mode)
+    refused = refusal(servers.live(), ANY_SCHEMA[mode])
     if refused is not None:  # llama-cpp-python's server knows only json_object (with a schema) and text
         pytest.skip(f"the server refuses response_format {mode} with any schema: {refused}")
     server = servers.live()
     try:
-        reply = _ask(servers, response_format(purpose, OUTPUTS[purpose], mode))
+        reply = _ask(server, response_format(purpose, OUTPUTS[purpose], mode))
         failure = "" if reply.status_code == 200 else f"answered {reply.status_code} {reply.text[:500]}"
     except httpx.HTTPError as exc:  # the server died of the request (llama.cpp aborts on a grammar it cannot build)
         failure = f"no answer ({type(exc).__name__}: {exc})"
