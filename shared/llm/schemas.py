@@ -1,5 +1,5 @@
-"""What the model is asked to return, per purpose: pydantic models whose JSON schema is sent with each request and
-which validate whatever comes back (the model's word is never trusted unvalidated)."""
+"""What the model is asked to return, per purpose: pydantic models that validate whatever comes back (the model's
+word is never trusted unvalidated), and the looser JSON schema of each that goes on the wire."""
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 Purpose = Literal["compress", "facts", "summary", "plan", "reflect", "consolidate"]
+ResponseFormat = Literal["json_schema", "json_object", "prompt"]
 PURPOSES: tuple[Purpose, ...] = ("compress", "facts", "summary", "plan", "reflect", "consolidate")
 
 MAX_STATEMENTS = 12   # per window: more would be a restatement of every word, not a compression
@@ -111,3 +112,50 @@ class SameFactGroups(Output):
     """Which of the given statements state the same fact about the same person (purpose `consolidate`)."""
 
     groups: list[list[str]] = Field(max_length=64)  # required: a reply without it is no answer, not "none"
+
+
+OUTPUTS: dict[Purpose, type[Output]] = {"compress": CompressedWindow, "facts": ExtractedFacts, "summary": Summary,
+                                        "plan": SearchPlan, "reflect": Reflection, "consolidate": SameFactGroups}
+
+# Keywords a grammar engine turns into rules by repetition or by a regular expression: llama.cpp (its server and
+# llama-cpp-python's), Ollama and vLLM build a grammar from the schema, and a maxLength of 2,000 becomes 2,000
+# nested optional characters, which llama.cpp refuses ("exceeds sane defaults") and a pattern with `\s` is an
+# escape its grammar parser does not know (both seen killing llama-cpp-python's server). Pydantic validates them
+# on the answer instead, and the prompts say them in words.
+_GRAMMAR_HEAVY = frozenset({"maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+                            "exclusiveMaximum", "multipleOf"})
+_BOUNDS = frozenset({"minItems", "maxItems", "minLength"})
+WIRE_MAX_BOUND = 16  # these bounds up to 16 stay (they keep a small model's lists short and its strings non-empty)
+_NAMED = ("properties", "$defs")  # their keys are field and model names, never keywords
+
+
+def _loosened(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_loosened(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _GRAMMAR_HEAVY or (key in _BOUNDS and value > WIRE_MAX_BOUND):
+            continue
+        out[key] = ({name: _loosened(sub) for name, sub in value.items()} if key in _NAMED and isinstance(value, dict)
+                    else _loosened(value))
+    return out
+
+
+def wire_schema(schema: type[Output]) -> dict[str, Any]:
+    """`schema`'s JSON schema as grammar engines accept it: structure, types, enums, required keys and small bounds
+    (list lengths, minimum string lengths); no maximum string lengths, patterns, formats, number ranges or long
+    list bounds."""
+    loosened: dict[str, Any] = _loosened(schema.model_json_schema())
+    return loosened
+
+
+def response_format(purpose: Purpose, schema: type[Output], mode: ResponseFormat) -> dict[str, Any] | None:
+    """The `response_format` of a request for `purpose` in the server's mode (None: the server gets none)."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": purpose, "schema": wire_schema(schema),
+                                                       "strict": False}}
+    if mode == "json_object":  # llama.cpp's server constrains to `schema`; other servers ignore it
+        return {"type": "json_object", "schema": wire_schema(schema)}
+    return None

@@ -13,7 +13,7 @@ from shared.compress.model import Window
 from shared.errors import LlmUnavailable
 from shared.ingest.writer import Writer, build, memorize, save
 from shared.llm import LlmClient
-from shared.llm.schemas import Summary
+from shared.llm.schemas import Summary, wire_schema
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, all_entries
 from tests.conftest import conversation, unique
@@ -65,8 +65,8 @@ async def test_each_response_format_is_sent_as_its_servers_expect_and_parsed(fak
         assert body["response_format"]["json_schema"]["schema"]["title"] == "Summary"
         assert "JSON schema" not in system
     elif response_format == "json_object":  # llama.cpp's server constrains to `schema`; the prompt spells it out
-        assert body["response_format"]["type"] == "json_object" and body["response_format"]["schema"]
-        assert "JSON schema" in system
+        assert body["response_format"] == {"type": "json_object", "schema": wire_schema(Summary)}
+        assert "JSON schema" in system and '"maxLength":8000' in system  # the bounds the grammar leaves out
     else:  # no response_format at all: the model answers in prose with a fenced block, which is parsed
         assert "response_format" not in body and "JSON schema" in system
 
