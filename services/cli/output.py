@@ -1,5 +1,6 @@
 """How the CLI prints replies and reports: tables on the terminal."""
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from services.cli.base import console
@@ -15,7 +16,7 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
     for column, justify in (("#", "right"), ("score", "right"), ("memory", "left"), ("sources", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for i, entry in enumerate(reply.entries, start=1):
-        text = entry.text if entry.kind == "episodic" else f"[{entry.kind}] {entry.text}"
+        text = escape(entry.text) if entry.kind == "episodic" else escape(f"[{entry.kind}] {entry.text}")
         if explain and entry.explanation:
             x = entry.explanation
             text += (f"\n[dim]dense #{x.dense_rank} ({x.dense_score}) sparse #{x.sparse_rank} ({x.sparse_score}) "
