@@ -40,7 +40,11 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry) -> bool:
     """The episode states the fact again (its value), or is the window the fact was read from."""
     if fact.conversation_id == episode.conversation_id and set(fact.source_turn_ids) & set(episode.source_turn_ids):
         return True
-    return fact.value is not None and fact.value.casefold() in episode.text.casefold()
+    if not fact.value:
+        return False
+    # A whole word ("Li" is not in "Lisbon"); Han values have no word edges to look for.
+    edge = r"\b" if fact.value[:1].isascii() else ""
+    return re.search(edge + re.escape(fact.value) + edge, episode.text, re.IGNORECASE) is not None
 
 
 def _asked(fact: MemoryEntry) -> str:
@@ -70,14 +74,15 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
                   rrf_k: int) -> list[Change]:
     """Search each fact's own text among the owner's episodes and bring its `outdated_by` to what that finds."""
     usable = [f for f in facts if f.dense]
+    # A fact without a vector cannot be searched: it keeps no mark rather than a stale one.
+    out = [Change(entry=f.entry, payload={"outdated_by": None}) for f in facts if not f.dense and f.entry.outdated_by]
     if not usable:
-        return []
+        return out
     episodes = EntryFilter(kinds=["episodic"], include_merged=False)
     searches = [HybridSearch(vectors=Vectors(dense=f.dense, sparse=sparse.query(_asked(f.entry))),
                              limit=CANDIDATES, entry_filter=episodes, prefetch_limit=CANDIDATES * 2, rrf_k=rrf_k)
                 for f in usable]
     found = await store.hybrid_batch(scope, searches)
-    out = []
     for fact, hits in zip(usable, found, strict=True):
         wanted = mark(fact.entry, hits, band)
         if fact.entry.outdated_by != wanted:

@@ -94,9 +94,7 @@ async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
         await apply(owner.tenant, await same_fact.judge(c.llm, owner.tenant, [
             same_fact.Candidate(entry=e, dense=d) for e, d in found if d]))
     facts = await read_all(c.store, owner, EntryFilter(kinds=["fact"]))
-    superseded = await supersede_slots(c.store, owner.scope, [f.slot_key for f, _ in facts if f.slot_key], apply)
-    await _outdate(c, owner, apply)
-    return superseded
+    return await supersede_slots(c.store, owner.scope, [f.slot_key for f, _ in facts if f.slot_key], apply)
 
 
 async def _outdate(c: Consolidation, owner: Owner, apply: Changes) -> None:
@@ -169,6 +167,9 @@ async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest
             counts["merged"] += await _merge(c, owner, apply)
         if "forget" in jobs:
             counts["forgotten"] += await _forget(c, owner, started)
+        if "supersede" in jobs or "profile" in jobs:
+            # After merge and retention, whose results it reads: run again, it finds the same and changes nothing.
+            await _outdate(c, owner, apply)
         if "profile" in jobs:
             counts["profiles_updated"] += await _profile(c, owner, started)
     metrics.consolidation_merged_total.inc(counts["merged"])

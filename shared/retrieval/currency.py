@@ -69,7 +69,7 @@ def _yield_to_evidence(order: list[ScoredEntry]) -> tuple[list[ScoredEntry], dic
 
 def _outdated(hits: list[ScoredEntry], present: bool) -> tuple[list[ScoredEntry], dict[str, str]]:
     """Facts the consolidator marked possibly outdated: said so, and for a question about now placed right below
-    the newer evidence that outdates them when it is among the hits."""
+    the newer evidence that outdates them when it is among these hits (the top k)."""
     reasons: dict[str, str] = {}
     out = list(hits)
     for hit in [h for h in hits if h.entry.outdated_by]:
@@ -115,10 +115,10 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency,
     top = len(hits) if k is None else k
     moved, reasons = _in_band(hits[:top], reading, currency)
     moved, sourced = _as_evidence(moved)
-    moved, outdated = _outdated(moved + hits[top:], reading.orientation == "present")
+    moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
         reasons.setdefault(entry_id, []).append(why)
-    return moved, reasons
+    return moved + hits[top:], reasons
 
 
 def _in_band(hits: list[ScoredEntry], reading: Reading,

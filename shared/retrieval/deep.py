@@ -12,9 +12,10 @@ from shared.contract.recall import DeepStop
 from shared.errors import EngramError, LlmInvalid, LlmUnavailable
 from shared.llm import fell_back, prompts
 from shared.llm.schemas import Reflection, SearchPlan, SubQuery
-from shared.retrieval.recall import Retrieval, Searched, boosts_for, entry_filter_of, scope_of, search
+from shared.retrieval.recall import Retrieval, Searched, boosts_for, entry_filter_of, for_time, scope_of, search
 from shared.runtime import metrics
 from shared.store import HybridSearch, ScoredEntry, Vectors
+from shared.text import language
 
 log = logging.getLogger("engram.retrieval")
 
@@ -65,7 +66,7 @@ async def _batch(retrieval: Retrieval, tenant: str, request: RecallRequest, subs
 
 
 def fuse(lists: list[list[ScoredEntry]], k: int) -> list[ScoredEntry]:
-    """Reciprocal-rank fusion of the searches' lists; a profile the fast search put first stays first."""
+    """Reciprocal-rank fusion of the searches' lists (the caller orders the result for the time asked about)."""
     scores: dict[str, float] = {}
     best: dict[str, ScoredEntry] = {}
     for hits in lists:
@@ -73,9 +74,6 @@ def fuse(lists: list[list[ScoredEntry]], k: int) -> list[ScoredEntry]:
             scores[hit.entry.id] = scores.get(hit.entry.id, 0.0) + 1.0 / (FUSION_K + rank)
             best.setdefault(hit.entry.id, hit)
     ordered = sorted(best.values(), key=lambda h: (-scores[h.entry.id], h.entry.id))
-    first = lists[0][:1] if lists else []
-    if first and first[0].entry.kind == "profile":
-        ordered = [first[0], *(h for h in ordered if h.entry.id != first[0].entry.id)]
     return [h.model_copy(update={"score": scores[h.entry.id]}) for h in ordered[:k]]
 
 
@@ -139,10 +137,12 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     if stopped == "deadline":
         metrics.deep_deadline_total.inc()
     metrics.deep_rounds.observe(rounds)
-    fused = fuse(state.lists, request.k)
+    fused, ordering = for_time(fuse(state.lists, request.k), request.query,
+                               language.detect_iso(request.query, retrieval.settings.bm25_language),
+                               retrieval.settings, request.k)
     total = (time.perf_counter() - started) * 1e3
     timings = searched.timings
     model_ms = total - timings.embed - timings.search
-    return replace(searched, hits=fused, timings=timings.model_copy(update={"plan": max(model_ms, 0.0),
-                                                                            "total": total})), \
+    timings = timings.model_copy(update={"plan": max(model_ms, 0.0), "total": total})
+    return replace(searched, hits=fused, ordering=ordering, timings=timings), \
         DeepTrace(rounds=rounds, searches=state.searches, stopped=stopped)

@@ -47,6 +47,7 @@ def scope_of(tenant: str, request: RecallRequest) -> Scope:
 
 # Every kind is searched and ranked by score; derived claims (facts, profiles) yield to newer evidence (currency.py).
 SEARCHED_KINDS: list[EntryKind] = ["episodic", "fact", "profile"]
+FILTERED_KINDS: list[EntryKind] = ["episodic", "fact"]  # under hard filters: a profile may not satisfy them
 
 
 def _merged_visible(request: RecallRequest) -> bool:
@@ -59,7 +60,7 @@ def entry_filter_of(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
     """The request's filter (kinds searched, active only unless asked, its hard filters) and, in words, what applies."""
     f = request.filters
     applied: list[str] = [] if request.include_superseded else ["active only (not superseded, not merged)"]
-    if f is None:
+    if f is None:  # every kind; a profile (a summary of many times and topics) never under hard filters
         return EntryFilter(kinds=SEARCHED_KINDS, include_superseded=request.include_superseded,
                            include_merged=_merged_visible(request)), applied
     if f.persons:
@@ -72,7 +73,7 @@ def entry_filter_of(request: RecallRequest) -> tuple[EntryFilter, list[str]]:
         applied.append(f"occurred_at in [{f.since.isoformat() if f.since else '…'}, "
                        f"{f.until.isoformat() if f.until else '…'}]")
     return EntryFilter(persons=f.persons, topics=f.topics, location=f.location, since=f.since, until=f.until,
-                       kinds=SEARCHED_KINDS, include_superseded=request.include_superseded,
+                       kinds=FILTERED_KINDS, include_superseded=request.include_superseded,
                        include_merged=_merged_visible(request)), applied
 
 
@@ -133,6 +134,15 @@ def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], 
     return out, reasons
 
 
+def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings,
+             k: int) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """The hits ordered for the time the query asks about (currency.py), last, so that nothing after it undoes
+    what `explain` says, and why each one moved."""
+    currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
+                        half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight)
+    return rerank(hits, tense.read(query, lang), currency, k)
+
+
 @dataclass(frozen=True)
 class Searched:
     """Ranked hits for a request (before rendering), with why each one was raised (`boosts`) or moved for the
@@ -175,12 +185,9 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     hits, smoothed = _smooth(hits, settings.neighbor_weight)
     for entry_id, why in smoothed.items():
         boosts.setdefault(entry_id, []).extend(why)
-    reading = tense.read(request.query, query_plan.lang)
-    currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
-                        half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight)
-    hits, ordering = rerank(hits, reading, currency, request.k)
     if use_mmr and settings.mmr_lambda is not None:
         hits = mmr(hits, request.k, settings.mmr_lambda)
+    hits, ordering = for_time(hits, request.query, query_plan.lang, settings, request.k)
     hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,

@@ -15,9 +15,11 @@ Orientation = Literal["present", "earlier", "event"]
 # An earlier state is asked for by name: these words point before the current one.
 _EARLIER_EN = re.compile(
     r"\b(?:before|previous(?:ly)?|former(?:ly)?|used\s+to|originally|original|initial(?:ly)?|at\s+first|"
-    r"first\s+(?:one|place|job|home|city)|earlier|prior|(?<!how\s)old|older|back\s+then|back\s+when|"
+    r"first\s+(?:one|place|job|home|city)|earlier|prior|back\s+then|back\s+when|"
     r"in\s+the\s+past|ex)\b", re.IGNORECASE)
-_EARLIER_ZH = re.compile(r"之前|以前|原来|原先|本来|曾经|过去|当初|当时|起初|最初|一开始|从前|以往|早先|"
+# 过去 after a verb is a direction ("搬过去", "over there"), 原来如此 is "I see".
+_EARLIER_ZH = re.compile(r"之前|以前|原来(?!如此)|原先|本来|曾经|(?<![搬走跑飞开去回送拿带过])过去|当初|当时|起初|最初|"
+                         r"一开始|从前|以往|早先|"
                          r"上一[个份任家]|前任")
 # The present is asked for by name, or by the tense of the question.
 _NOW_EN = re.compile(
@@ -50,10 +52,10 @@ def read(query: str, lang: str) -> Reading:
     """The query's orientation: `earlier` when it names a time before the current state, `event` when it asks about
     a past happening, else `present` (what is true now, the default of a question in the present tense)."""
     if lang == "zh":
+        if cue := _first(_NOW_ZH, query):  # "原来如此，她现在住哪": the present, said outright, wins
+            return Reading("present", cue)
         if cue := _first(_EARLIER_ZH, query):
             return Reading("earlier", cue)
-        if cue := _first(_NOW_ZH, query):
-            return Reading("present", cue)
         if cue := _first(_EVENT_ZH, query):
             return Reading("event", cue)
         return Reading("present", "no time word (a question about how things are)", explicit=False)

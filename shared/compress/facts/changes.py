@@ -21,34 +21,46 @@ from shared.compress.facts.vocabulary import NOT_NAMES
 
 _NAME = r"(?P<name>" + PERSON_NAME + ")"
 _ORG = r"(?P<org>" + CAP_RUN + ")"
+# A breakup ends a clause: "Tom and I split up the work" and "we split up at the mall" are no breakup.
+_BREAKUP_END = r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:in|last|over|a|two|three|after|because|this|earlier|recently|and|but|"\
+    r"so|lol|haha)\b))"
 _BROKE_UP = re.compile(
-    r"(?:\b(?P<with>[A-Z][a-z]+) and I|" + ME + r"|\b[Ww]e)(?:'ve| have)? " + ADV
-    + r"(?:broke up|split up|separated|got divorced|divorced)(?: with " + _NAME + r")?\b")
-_SEEING = re.compile(ME + r"(?:'ve| have|'m| am)? " + ADV + r"(?:been |started |begun |began )?"
-                     r"(?:seeing|dating|going out with|getting serious with) " + _NAME + r"\b")
-_NEW_PARTNER = re.compile(r"\b[Mm]y new (?P<rel>girlfriend|boyfriend|partner|wife|husband)(?:,)? " + _NAME + r"\b")
+    r"(?:\b(?P<with>[A-Z][a-z]+) and I|" + ME + r")(?:'ve| have)? " + ADV
+    + r"(?:broke up|split up|got divorced|divorced)(?: with " + _NAME + r")?" + _BREAKUP_END)
+# Dating, not meeting: "I'm seeing Anna for lunch" is no partner.
+_SEEING = re.compile(ME + r"(?:(?:'ve| have) " + ADV + r"been (?:seeing|dating)|(?:'m| am) " + ADV
+                     + r"(?:dating|going out with)|(?: " + ADV + r")?(?:started|began) "
+                     r"(?:seeing|dating|going out with)) " + _NAME + r"\b")
+_NEW_PARTNER = re.compile(r"\b[Mm]y new (?P<rel>girlfriend|boyfriend|wife|husband)(?:,)? " + _NAME + r"\b")
 _DIETS = r"(?P<diet>vegetarian|vegan|pescatarian|pescetarian|keto|plant-based)"
+# An ending, not a plain "I'm not vegan" (which says nothing changed).
 _NOT_DIET = [
-    re.compile(ME + r"(?:'m| am) (?:no longer|not) (?:a |really )?" + _DIETS + r"(?:(?: any ?more| now)\b|\s*$|[.,!])"),
+    re.compile(ME + r"(?:'m| am) no longer (?:a |really )?" + _DIETS + r"\b"),
+    re.compile(ME + r"(?:'m| am) not (?:a |really )?" + _DIETS + r" any ?more\b"),
     re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:stopped|quit|gave up|given up) being (?:a )?" + _DIETS + r"\b"),
 ]
 _MEAT_AGAIN = re.compile(ME + r"(?:'ve| have|'m| am)? " + ADV + r"(?:started |been |back to )?eat(?:ing)? "
                          r"(?:meat|fish|chicken|beef|pork) again\b")
 _LEFT_JOB = re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:handed in|gave|given|put in|turned in) (?:my )?(?:notice|"
-                       r"resignation) (?:at|to) " + _ORG + r"|" + ME + r"(?:'ve| have)? " + ADV
+                       r"resignation) at " + _ORG + r"|" + ME + r"(?:'ve| have)? " + ADV
                        + r"(?:quit|left) my job at " + _ORG.replace("org", "org2") + r"|" + ME + r"(?:'ve| have)? "
                        + ADV + r"resigned from " + _ORG.replace("org", "org3"))
-_STARTS_JOB = re.compile(r"(?:" + ME + r"(?:'ll|'m| am| will)?|\b(?:and|then)) " + ADV
+# "I start at Bosch", "... and start at Bosch" (the clause's subject is the sentence's "I"), "my first week at X"
+# or a sentence opening "first week at X done!"; never a first day that "was" years ago.
+_STARTS_JOB = re.compile(r"(?:" + ME + r"(?:'ll|'m| am| will)?|\b(?P<and>and|then)) " + ADV
                          + r"(?:start|starting|begin|beginning) "
                          r"(?:work |working |my new job |the new job )?at " + _ORG + r"\b"
-                         r"|\b(?:[Mm]y )?first (?:day|week|month) (?:of work )?at " + _ORG.replace("org", "org2")
-                         + r"\b(?! (?:as a guest|as a visitor))")
+                         r"|(?:\b[Mm]y |^)first (?:day|week|month) (?:of work )?at " + _ORG.replace("org", "org2")
+                         + r"\b(?! (?:as a guest|as a visitor|was|back))")
+_OPENS_WITH_I = re.compile(r"^\W*(?:(?:so|and|but|ok|okay|well|also|anyway|btw|yeah|hey)\W+)*I\b", re.IGNORECASE)
 _NOT_EMPLOYERS = frozenset({"Home", "Work", "School", "Night", "Church", "Monday", "Tuesday", "Wednesday",
                             "Thursday", "Friday", "Saturday", "Sunday"})
 
 # Chinese
 _ZH_BROKE_UP = re.compile(r"我(?:们|(?:和|跟)(?P<with>[\u4e00-\u9fff]{1,4}))?(?:已经|终于|上个月|上周|前阵子)?"
-                          r"(?:分手|离婚|分开)了")
+                          r"(?:分手|离婚)了")
+# Someone else between the speaker's 我 and the verb makes it theirs: "我弟弟下周去腾讯报到".
+_ZH_SOMEONE = re.compile(r"[他她]|弟弟|妹妹|哥哥|姐姐|老公|老婆|同事|朋友|儿子|女儿|爸|妈")
 _ZH_NOT_VEGETARIAN = re.compile(r"我(?:现在|已经)?(?:不吃素了|不再吃素|开始吃肉了|又吃肉了|开荤了|不是素食者了)")
 _ZH_JOIN = re.compile(r"(?:去|到|在)(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?:报到|入职)|入职(?:了)?(?P<org2>"
                       r"[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?=[，。！,.!~～]|$|了)")
@@ -92,6 +104,8 @@ def english(sentence: str, said: Said) -> list[Hit]:
             hits.append(Hit(Fact("works_at", f"left {org}", f"{said.speaker} left {org}", entities=(org,)),
                             match.start(), match.end()))
     for match in _STARTS_JOB.finditer(sentence):
+        if match.group("and") and not _OPENS_WITH_I.match(sentence):
+            continue  # "My brother quit and starts at Google": not the speaker
         org = clean_name(match.group("org") or match.group("org2") or "")
         if org and org not in _NOT_EMPLOYERS:
             hits.append(Hit(Fact("works_at", org, f"{said.speaker} works at {org}", entities=(org,)),
@@ -110,6 +124,9 @@ def chinese(sentence: str, said: Said) -> list[Hit]:
     for match in _ZH_NOT_VEGETARIAN.finditer(sentence):
         hits.append(Hit(Fact("diet", "不吃素", f"{said.speaker}不再吃素了"), match.start(), match.end()))
     for match in _ZH_JOIN.finditer(sentence):
+        before = sentence[:match.start()]
+        if "我" not in before or _ZH_SOMEONE.search(before[before.rfind("我"):]):
+            continue
         org = match.group("org") or match.group("org2")
         # "去米哈游报到" names an employer by the verb; "入职俩多月了" does not, so after 入职 only a known one counts.
         loose = match.group("org") is not None and org not in _ZH_GENERIC and not is_place(org) \
