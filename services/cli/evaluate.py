@@ -112,8 +112,7 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
     if story is None:
         err.print(f"[red]no story {story_id!r} in the {split} half[/red]")
         raise typer.Exit(2)
-    turns = [t.model_copy(update={"user_id": story.user.user_id, "conversation_id": t.conversation_id.split("-", 1)[1]})
-             for session in story.turns("x") for t in session]
+    turns = [t for session in story.turns() for t in session]
     out.write_text("".join(t.model_dump_json(exclude_none=True) + "\n" for t in turns), encoding="utf-8")
     questions = "\n".join(f"  {q.kind}: {q.query}" for q in story.questions)
     console.print(f"wrote {len(turns)} turns of {story.id} (user {story.user.user_id}) to {out}; its questions:\n"

@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from shared.compress.facts.render import without_stated
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
-_STATED = re.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry) -> bool:
 def _asked(fact: MemoryEntry) -> str:
     """The fact's words without its value and date: what it is about ("Lena lives in"), which newer evidence of a
     different value shares, unlike the value itself."""
-    text = _STATED.sub("", fact.text)
+    text = without_stated(fact.text)
     if fact.value:
         text = re.sub(re.escape(fact.value), " ", text, flags=re.IGNORECASE)
     return text

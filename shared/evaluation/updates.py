@@ -77,15 +77,20 @@ class Story(BaseModel):
     sessions: list[Session]
     questions: list[Question]
 
-    def turns(self, run: str) -> list[list[Turn]]:
-        """The story's sessions as engram turns, every turn carrying the story's user; `run` keeps ids unique."""
-        return [[Turn(conversation_id=f"{run}-{s.conversation_id}", turn_id=t.turn_id, speaker=t.speaker,
+    def turns(self, run: str | None = None) -> list[list[Turn]]:
+        """The story's sessions as engram turns, every turn carrying the story's user; a `run` prefixes the ids
+        so that runs never share them (None: the ids as written)."""
+        return [[Turn(conversation_id=_in(run, s.conversation_id), turn_id=t.turn_id, speaker=t.speaker,
                       role=t.role, text=t.text, ts=t.ts, user_id=self.user_id(run)) for t in s.turns]
                 for s in self.sessions]
 
-    def user_id(self, run: str) -> str:
+    def user_id(self, run: str | None = None) -> str:
         """The story's user id in one run."""
-        return f"{run}-{self.user.user_id}"
+        return _in(run, self.user.user_id)
+
+
+def _in(run: str | None, value: str) -> str:
+    return f"{run}-{value}" if run else value
 
 
 def load(path: Path) -> list[Story]:

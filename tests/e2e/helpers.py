@@ -1,10 +1,11 @@
-"""Helpers for end-to-end tests: dead letters, stored entries, raw publishes."""
+"""Helpers for end-to-end tests: storing turns, dead letters, stored entries, raw publishes."""
 from typing import Any
 
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from shared.contract import EntryView
+from shared.client import MemoryClient, wait_until_stored
+from shared.contract import EntryView, Turn
 from shared.store import EntryFilter, Scope, Store
 
 
@@ -63,3 +64,11 @@ def memory_without_ids(views: list[EntryView]) -> list[tuple[Any, ...]]:
 
     return sorted((v.kind, v.text, tuple(v.source_turn_ids), text_of(v.superseded_by), text_of(v.merged_into),
                    v.importance) for v in views)
+
+
+async def store_all(client: MemoryClient, turns: list[Turn], timeout_s: float = 60.0) -> None:
+    """Publish the turns, flush each of their conversations, and wait until every turn is stored."""
+    await client.publish_turns(turns)
+    for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
+        await client.flush(conversation_id)
+    await wait_until_stored(client, turns, timeout_s=timeout_s)

@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from services.stack import Running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntryView, Turn
+from shared.client import MemoryClient
+from shared.contract import EntryView
 from shared.store import EntryFilter, Scope
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually
+from tests.e2e.helpers import store_all
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 SEPTEMBER = datetime(2024, 9, 2, 10, 0, tzinfo=UTC)
@@ -20,13 +21,6 @@ BEFORE = [("Ana", "I live in Lisbon, close to the river."), ("Bo", "Lisbon is lo
 AFTER = [("Ana", "Big news: I moved to Porto last month."), ("Bo", "Porto, wow!"),
          ("Ana", "And I work at Spotify now, started in August."), ("Bo", "Congratulations!"),
          ("Ana", "Sadly Rex died in June, and we adopted a dog named Luna."), ("Bo", "Luna sounds sweet.")]
-
-
-async def store_all(client: MemoryClient, turns: list[Turn]) -> None:
-    await client.publish_turns(turns)
-    for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
-        await client.flush(conversation_id)
-    await wait_until_stored(client, turns, timeout_s=60)
 
 
 async def facts(client: MemoryClient, user_id: str) -> list[EntryView]:

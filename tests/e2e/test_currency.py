@@ -3,9 +3,10 @@ evidence first for a question about now, the older one stays findable for a ques
 claim never stands above the newer evidence; explain and history say why."""
 from datetime import UTC, datetime
 
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import RecallResponse, Turn
+from shared.client import MemoryClient
+from shared.contract import RecallResponse
 from tests.conftest import conversation
+from tests.e2e.helpers import store_all
 
 MARCH = datetime(2024, 3, 2, 18, 0, tzinfo=UTC)
 SEPTEMBER = datetime(2024, 9, 14, 11, 0, tzinfo=UTC)
@@ -23,14 +24,6 @@ LATENCY_AFTER = [("小周", "这周加了缓存，结账服务p95降到320毫秒
                  ("小周", "终于可以早点下班了哈哈"), ("助手", "好好休息～")]
 
 
-async def store(client: MemoryClient, turns: list[Turn]) -> None:
-    """Publish, flush and wait until every turn is stored."""
-    await client.publish_turns(turns)
-    for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
-        await client.flush(conversation_id)
-    await wait_until_stored(client, turns, timeout_s=60)
-
-
 def first_holding(reply: RecallResponse, word: str) -> int | None:
     """The rank (0-based) of the first entry whose text holds `word`."""
     return next((i for i, e in enumerate(reply.entries) if word in e.text), None)
@@ -39,7 +32,7 @@ def first_holding(reply: RecallResponse, word: str) -> int | None:
 async def test_a_move_no_rule_reads_is_current_and_the_old_home_is_still_found(client: MemoryClient) -> None:
     """"Unpacked the last boxes at the new place in Graz" parses as no fact, yet "where does Lena live now?" gets
     Graz first (explained), the Vienna fact stands below it, and "before" still finds Vienna."""
-    await store(client, conversation(VIENNA, "lena-march", MARCH, user_id="lena")
+    await store_all(client, conversation(VIENNA, "lena-march", MARCH, user_id="lena")
                 + conversation(GRAZ, "lena-september", SEPTEMBER, user_id="lena"))
     await client.consolidate()
 
@@ -60,7 +53,7 @@ async def test_a_move_no_rule_reads_is_current_and_the_old_home_is_still_found(c
 
 async def test_a_project_figure_that_changed_is_current_in_chinese(client: MemoryClient) -> None:
     """Numbers of a project change too: the newer latency answers "现在", the older one "之前"."""
-    await store(client, conversation(LATENCY_BEFORE, "zhou-1", MARCH, user_id="zhou")
+    await store_all(client, conversation(LATENCY_BEFORE, "zhou-1", MARCH, user_id="zhou")
                 + conversation(LATENCY_AFTER, "zhou-2", SEPTEMBER, user_id="zhou"))
     await client.consolidate()
 
@@ -73,7 +66,7 @@ async def test_a_project_figure_that_changed_is_current_in_chinese(client: Memor
 async def test_a_fact_possibly_outdated_says_so_and_history_shows_what_replaced_it(client: MemoryClient) -> None:
     """When newer evidence about the same thing exists, the older fact is kept but marked `outdated_by`, left out
     of the profile, and its history ends with that evidence."""
-    await store(client, conversation(VIENNA, "lena-march", MARCH, user_id="lena2")
+    await store_all(client, conversation(VIENNA, "lena-march", MARCH, user_id="lena2")
                 + conversation([("Lena", "I don't live in Vienna any more, I live in Graz now, near the river."),
                                 ("Assistant", "Graz is a great city."), ("Lena", "It really is."),
                                 ("Assistant", "Enjoy!")], "lena-september", SEPTEMBER, user_id="lena2"))

@@ -2,12 +2,12 @@
 import json
 
 from services.stack import Running
-from shared.client import MemoryClient, wait_until_stored
+from shared.client import MemoryClient
 from shared.contract import Turn
 from shared.store import Scope
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually
-from tests.e2e.helpers import stored_turn_ids
+from tests.e2e.helpers import store_all, stored_turn_ids
 
 LINES = [("Ana", "I adopted a grey cat called Miso last week."), ("Bo", "Miso is a lovely name for a cat."),
          ("Ana", "She sleeps on my keyboard every morning."), ("Bo", "Cats always find the warmest spot."),
@@ -17,13 +17,6 @@ LINES = [("Ana", "I adopted a grey cat called Miso last week."), ("Bo", "Miso is
 
 def of(user: str, conversation_id: str, lines: list[tuple[str, str]] = LINES) -> list[Turn]:
     return conversation(lines, conversation_id=conversation_id, user_id=user)
-
-
-async def store_all(client: MemoryClient, turns: list[Turn]) -> None:
-    await client.publish_turns(turns)
-    for conversation_id in {t.conversation_id for t in turns}:
-        await client.flush(conversation_id)
-    await wait_until_stored(client, turns, timeout_s=60)
 
 
 async def held(stack: Running, tenant: str) -> dict[str, dict[int, Turn]]:

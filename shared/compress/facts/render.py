@@ -17,6 +17,14 @@ _WORD = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'-]*|[\u4e00-\u9fff]+")
 MAX_KEYWORDS = 8
 
 
+_STATED = re.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
+
+
+def without_stated(statement: str) -> str:
+    """A stored fact's text without the suffix `stated` gave it."""
+    return _STATED.sub("", statement)
+
+
 def stated(ts: datetime, lang: str) -> str:
     """When a fact was said, as the statement's suffix: " (stated 2 September 2024)" / "（2024年9月2日所述）"."""
     if lang == "zh":
