@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such
     # as "now", says so), halving per recency_half_life_days older; older, for a question about an earlier state.
     recency_band: float = Field(default=0.5, ge=0.0, le=1.0)
-    recency_weight: float = Field(default=0.8, ge=0.0, le=10.0)
+    recency_weight: float = Field(default=3.0, ge=0.0, le=10.0)
     recency_tense_weight: float = Field(default=0.0, ge=0.0, le=10.0)
     recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once

@@ -163,7 +163,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
     try:
         query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
-        sparse = retrieval.sparse.query(request.query)
+        sparse = retrieval.sparse.query(tense.topic(request.query))
     except BaseException:
         embedding.cancel()
         raise

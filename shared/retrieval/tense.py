@@ -24,7 +24,9 @@ _EARLIER_ZH = re.compile(r"之前|以前|原来(?!如此)|原先|本来|曾经|(
 # The present is asked for by name, or by the tense of the question.
 _NOW_EN = re.compile(
     r"\b(?:now|nowadays|currently|current|these\s+days|at\s+the\s+moment|at\s+present|still|today|latest|"
-    r"lately|recently|most\s+recent|new|present|anymore)\b", re.IGNORECASE)
+    r"lately|recently|most\s+recent|new|present|anymore|"
+    r"this\s+(?:year|month|week|weekend|summer|winter|spring|autumn|fall|season|term|semester|quarter))\b",
+    re.IGNORECASE)
 _NOW_ZH = re.compile(r"现在|目前|如今|眼下|当前|最近|这阵子|这段时间|近来|还在|仍然|依然|最新|新的")
 _PAST_AUX_EN = re.compile(r"\b(?:did|was|were|had|went|happened|ago|last\s+(?:year|month|week|time))\b",
                           re.IGNORECASE)
@@ -46,6 +48,16 @@ class Reading:
 def _first(pattern: re.Pattern[str], text: str) -> str | None:
     found = pattern.search(text)
     return found.group(0).strip() if found else None
+
+
+def topic(query: str) -> str:
+    """The query without its words for the present ("now", "currently", "现在") and Chinese words for earlier
+    ("以前"): they say when, not what, and as search terms they match every window that happens to say "now" (an
+    English stopword, not a Chinese one). English words for earlier stay: "ex" or "first job" are also the topic."""
+    stripped = query
+    for pattern in (_NOW_ZH, _EARLIER_ZH, _NOW_EN):
+        stripped = pattern.sub(" ", stripped)
+    return stripped if stripped.strip(" ?？!！。.,，") else query
 
 
 def read(query: str, lang: str) -> Reading:

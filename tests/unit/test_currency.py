@@ -7,7 +7,7 @@ import pytest
 from shared.consolidation import outdated
 from shared.contract import EntryKind
 from shared.retrieval.currency import Currency, rerank
-from shared.retrieval.tense import read
+from shared.retrieval.tense import read, topic
 from shared.store import MemoryEntry, ScoredEntry
 
 MARCH = datetime(2024, 3, 2, 10, 0, tzinfo=UTC)
@@ -22,6 +22,7 @@ CURRENCY = Currency(band=0.5, weight=0.8)
     ("What is my current rent?", "en", "present"),
     ("How old is Lena?", "en", "present"),
     ("Lena's favourite band?", "en", "present"),
+    ("Where am I going on holiday this summer?", "en", "present"),
     ("Where did Lena live before?", "en", "earlier"),
     ("What was the latency before the fix?", "en", "earlier"),
     ("Which band did she used to like?", "en", "earlier"),
@@ -37,6 +38,19 @@ CURRENCY = Currency(band=0.5, weight=0.8)
 def test_the_question_says_which_time_it_asks_about(query: str, lang: str, orientation: str) -> None:
     """Grammar and time words, not topics, decide whether a question is about now, an earlier state or an event."""
     assert read(query, lang).orientation == orientation
+
+
+@pytest.mark.parametrize(("query", "words"), [
+    ("林晓雯现在住在哪个城市？", "林晓雯 住在哪个城市？"),
+    ("小王之前在哪上班？", "小王 在哪上班？"),
+    ("What is my current job?", "What is my   job?"),
+    ("Who is my ex?", "Who is my ex?"),
+    ("现在？", "现在？"),
+])
+def test_the_search_terms_leave_out_words_for_when(query: str, words: str) -> None:
+    """Time words are not searched for ("现在" is no Chinese stopword and matches any window saying "now"); words
+    for earlier that also name the topic ("ex") stay, and a query of nothing but a time word is kept whole."""
+    assert topic(query) == words
 
 
 def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", **fields: object) -> ScoredEntry:
