@@ -77,10 +77,14 @@ class Settings(BaseSettings):
     recency_tense_weight: float = Field(default=0.0, ge=0.0, le=10.0)
     recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
-    # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; a
-    # request over it is answered `unavailable` at once, so a tenant flooding engram leaves the rest to the others.
-    # 1: no per-tenant limit.
+    # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; its
+    # requests over it wait in the tenant's own queue (at most recall_tenant_queue of them, for at most
+    # recall_queue_wait_s), served round robin with other tenants' queues, so a tenant flooding engram waits its
+    # turn and leaves the rest to the others; beyond those bounds it is answered `unavailable` with a retry hint.
+    # share 1: no per-tenant limit.
     recall_tenant_share: float = Field(default=0.5, gt=0, le=1)
+    recall_tenant_queue: int = Field(default=64, ge=0, le=10_000)
+    recall_queue_wait_s: float = Field(default=10.0, gt=0, le=600)
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
 
     # Working memory and delivery

@@ -8,7 +8,7 @@ from shared.contract import EntriesRequest, RecallRequest
 from shared.messaging import replies, subjects
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
-from shared.retrieval.fairness import TenantShares
+from shared.retrieval.fairness import FairQueue, admitted
 from shared.runtime import metrics
 from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
@@ -25,16 +25,19 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
     served = served if served is not None else Counter()
     prefix = settings.subject_prefix
     router = NatsRouter(middlewares=[replies.middleware("retriever")])
-    # A tenant over its share of a handler's workers is refused at once, so one tenant's flood cannot hold them all.
-    recalls = TenantShares("recall", settings.recall_workers, settings.recall_tenant_share)
-    lookups = TenantShares("entries", settings.recall_workers, settings.recall_tenant_share)
+    # A tenant over its share of a handler's workers waits in its own queue (fairness.py), so one tenant's flood
+    # cannot hold them all, and its own requests are served in order; the subscriber admits the waiting ones too.
+    recalls, lookups = (FairQueue(kind, settings.recall_workers, settings.recall_tenant_share,
+                                  settings.recall_tenant_queue, settings.recall_queue_wait_s)
+                        for kind in ("recall", "entries"))
+    workers = admitted(settings.recall_workers, settings.recall_tenant_queue)
 
     @router.subscriber(subjects.nats_wildcard(subjects.recall(prefix)), queue=QUEUE,
-                       max_workers=settings.recall_workers, decoder=replies.raw_body)
+                       max_workers=workers, decoder=replies.raw_body)
     async def on_recall(msg: NatsMessage) -> bytes:
         served["recall"] += 1
         tenant = replies.tenant_of(msg)
-        with recalls.hold(tenant):  # before parsing: a refusal costs next to nothing
+        async with recalls.turn(tenant):  # before parsing: a refusal costs next to nothing
             try:
                 request = RecallRequest.model_validate_json(msg.body)  # so bad JSON is reported as such
             except ValidationError:
@@ -44,11 +47,11 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
                                                       deps.summarizer))
 
     @router.subscriber(subjects.nats_wildcard(subjects.entries(prefix)), queue=QUEUE,
-                       max_workers=settings.recall_workers, decoder=replies.raw_body)
+                       max_workers=workers, decoder=replies.raw_body)
     async def on_entries(msg: NatsMessage) -> bytes:
         served["entries"] += 1
         tenant = replies.tenant_of(msg)
-        with lookups.hold(tenant):
+        async with lookups.turn(tenant):
             request = EntriesRequest.model_validate_json(msg.body)
             return replies.encode(await entries(deps.retrieval.store, tenant, request,
                                                 deps.retrieval.max_reply_bytes))

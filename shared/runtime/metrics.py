@@ -39,8 +39,8 @@ recall_context_tokens = Histogram("engram_recall_context_tokens", "Tokens of the
                                   ["mode"], buckets=(0, 50, 100, 250, 500, 1000, 2000, 4000, 8000, 16000))
 requests_total = Counter("engram_requests_total", "Request-reply messages handled", ["service", "subject",
                                                                                       "outcome"])
-tenant_limited_total = Counter("engram_tenant_limited_total", "Requests refused at once (`unavailable`) because "
-                               "their tenant already held its share of a retriever's workers",
+tenant_limited_total = Counter("engram_tenant_limited_total", "Requests refused (`unavailable`) because "
+                               "their tenant's queue for a retriever's workers was full or they waited too long",
                                ["kind"])  # kind: recall|entries (never the tenant: unbounded)
 dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to the dead-letter subject",
                               ["service", "code"])

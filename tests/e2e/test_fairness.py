@@ -1,8 +1,10 @@
-"""One tenant flooding a retriever with recalls is refused past its share; another tenant's recalls all answer; a
-busy tenant's SDK clients honour the refusal's retry hint and all get their answers."""
+"""One tenant flooding a retriever with recalls waits in its queue and is refused past it; another tenant's recalls
+all answer; a busy tenant's requests wait their turn, and when its queue is full its SDK clients honour the
+refusal's retry hint and all get their answers."""
 import asyncio
 from collections import Counter
 
+import pytest
 from prometheus_client import REGISTRY
 
 from services.stack import running
@@ -16,7 +18,10 @@ CALM_RECALLS = 30
 
 async def test_a_flooding_tenant_is_refused_and_the_calm_tenant_is_answered(e2e_settings: Settings,
                                                                            nats_url: str) -> None:
-    settings = e2e_settings.model_copy(update={"recall_workers": 4, "recall_tenant_share": 0.5})  # 2 per tenant
+    """A flooder that ignores retry hints fills its share and its queue and is refused past them, while every one of
+    a calm tenant's recalls is answered correctly."""
+    settings = e2e_settings.model_copy(update={"recall_workers": 4, "recall_tenant_share": 0.5,  # 2 per tenant
+                                               "recall_tenant_queue": 8})
     calm_tenant, loud_tenant = unique("calm"), unique("loud")
     turns = conversation([("Ana", "I moved to Lisbon in May 2023."), ("Bo", "Lisbon suits you, Ana.")],
                          conversation_id="calm-1")
@@ -56,9 +61,13 @@ async def test_a_flooding_tenant_is_refused_and_the_calm_tenant_is_answered(e2e_
     assert refused_after - refused_before == outcomes["unavailable"]
 
 
-async def test_a_busy_tenants_sdk_clients_wait_for_their_share_instead_of_failing(e2e_settings: Settings,
-                                                                                 nats_url: str) -> None:
-    settings = e2e_settings.model_copy(update={"recall_workers": 4, "recall_tenant_share": 0.5})  # 2 per tenant
+@pytest.mark.parametrize("queue", [64, 4])
+async def test_a_busy_tenants_requests_wait_their_turn_instead_of_failing(e2e_settings: Settings, nats_url: str,
+                                                                        queue: int) -> None:
+    """32 recalls at once with 2 in progress allowed: all answered; with room in the queue none is refused, and with
+    a queue of 4 the refused ones are asked again by the SDK after the retry hint."""
+    settings = e2e_settings.model_copy(update={"recall_workers": 4, "recall_tenant_share": 0.5,  # 2 per tenant
+                                               "recall_tenant_queue": queue})
     tenant = unique("busy")
     turns = conversation([("Ana", "I moved to Lisbon in May 2023."), ("Bo", "Lisbon suits you, Ana.")],
                          conversation_id="busy-1")
@@ -70,6 +79,10 @@ async def test_a_busy_tenants_sdk_clients_wait_for_their_share_instead_of_failin
         await wait_until_stored(client, turns, timeout_s=20)
         answers = await asyncio.gather(*(client.recall("Where does Ana live?", k=3) for _ in range(32)))
     refused = (REGISTRY.get_sample_value("engram_tenant_limited_total", {"kind": "recall"}) or 0.0) - refused_before
-    print(f"\n32 recalls at once, 2 in flight allowed: all answered, {refused:.0f} refusals retried by the SDK")
+    print(f"\n32 recalls at once, 2 in progress allowed, queue {queue}: all answered, {refused:.0f} refusals "
+          "retried by the SDK")
     assert all("Lisbon" in a.entries[0].text for a in answers)
-    assert refused > 0  # the share held: the SDK waited and asked again
+    if queue >= 30:
+        assert refused == 0  # they waited in the tenant's queue
+    else:
+        assert refused > 0  # the queue filled: the SDK waited and asked again
