@@ -1,9 +1,9 @@
 """`engram up`, `ingestor`, `retriever`, `consolidator`: run services until a signal (or a failure) stops them."""
 import typer
 
+from engram_client import subjects
 from services.cli.base import console, err, load_settings, run
 from services.stack import Running, serve_until_signalled
-from shared.messaging import subjects
 from shared.settings import Settings
 
 

@@ -1,5 +1,5 @@
 """Operators' view of stored entries: list (filtered, paged), get by id, and an entry's history."""
-from shared.contract import EntriesRequest, EntriesResponse, check_tenant
+from engram_client.contract import EntriesRequest, EntriesResponse, check_tenant
 from shared.retrieval.fit import fit_all, fit_page
 from shared.retrieval.views import entry_view
 from shared.store import EntryFilter, MemoryEntry, Scope, Store

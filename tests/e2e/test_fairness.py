@@ -5,8 +5,8 @@ from collections import Counter
 
 from prometheus_client import REGISTRY
 
+from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from tests.conftest import conversation, unique
 

@@ -40,10 +40,8 @@ from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import BaseModel, ValidationError
 
-from services.stack import Running, running
-from shared.client import MemoryClient
-from shared.client.sessions import wait_until_stored
-from shared.contract import (
+from engram_client import MemoryClient
+from engram_client.contract import (
     MAX_QUERY_CHARS,
     ConsolidateRequest,
     ConsolidationSummary,
@@ -58,7 +56,9 @@ from shared.contract import (
     Turn,
     validate_tenant,
 )
-from shared.errors import EngramError
+from engram_client.errors import EngramError
+from engram_client.sessions import wait_until_stored
+from services.stack import Running, running
 from shared.messaging import deadletter
 from shared.settings import Settings
 from tests.conftest import conversation, unique

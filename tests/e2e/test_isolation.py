@@ -5,10 +5,9 @@ import json
 import nats
 import pytest
 
+from engram_client import MemoryClient, subjects
+from engram_client.errors import Forbidden
 from services.stack import Running
-from shared.client import MemoryClient
-from shared.errors import Forbidden
-from shared.messaging import subjects
 from tests.conftest import conversation, make_turn, unique
 from tests.e2e.conftest import eventually
 

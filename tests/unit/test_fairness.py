@@ -2,7 +2,7 @@
 import pytest
 from prometheus_client import REGISTRY
 
-from shared.errors import Unavailable
+from engram_client.errors import Unavailable
 from shared.retrieval.fairness import TenantShares, tenant_limit
 
 

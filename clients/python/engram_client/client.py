@@ -14,7 +14,8 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
 
-from shared.contract import (
+from engram_client import connection, subjects
+from engram_client.contract import (
     ConsolidateRequest,
     ConsolidationJob,
     ConsolidationSummary,
@@ -31,9 +32,8 @@ from shared.contract import (
     Turn,
     validate_tenant,
 )
-from shared.errors import RETRY_AFTER_HEADER, Timeout, Unavailable, from_code
-from shared.messaging import connection, subjects
-from shared.security import ANONYMOUS, NatsSecurity
+from engram_client.errors import RETRY_AFTER_HEADER, Timeout, Unavailable, from_code
+from engram_client.security import ANONYMOUS, NatsSecurity
 
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 from pydantic import AwareDatetime, Field
 
-from shared.contract.base import TenantId, TenantScoped
+from engram_client.contract.base import TenantId, TenantScoped
 
 EventKind = Literal["entry_created", "entries_merged", "entry_superseded", "entries_forgotten"]
 
