@@ -11,11 +11,13 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/engram/bin:$PATH
 RUN python -m venv /opt/engram
 WORKDIR /src
-# The dependency list alone first: this layer is rebuilt only when pyproject.toml changes, not with the code.
+# The dependency list alone first: this layer is rebuilt only when pyproject.toml or the light client changes, not
+# with the server's code. The list names engram-client, the wire contract: pip takes it from clients/python.
+COPY clients/python ./clients/python
 COPY pyproject.toml ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
         > requirements.txt \
-    && pip install --no-cache-dir -r requirements.txt
+    && pip install --no-cache-dir ./clients/python -r requirements.txt
 # Then the code, installed without touching the dependencies above (README.md is the package's readme).
 COPY README.md ./
 COPY shared ./shared

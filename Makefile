@@ -22,11 +22,14 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON
 
 .PHONY: run test lint system-deps bench soak flood eval clean llm-venv llm-check
 
-# Reinstall only when pyproject.toml changed since the last install (or the venv is missing).
-$(STAMP): pyproject.toml
+# Reinstall only when a pyproject.toml changed since the last install (or the venv is missing). The light client
+# (clients/python, engram-client) goes in with the server, which imports the wire contract from it.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# The server was called `engram` before it became engram-server: a venv from then loses that one first.
+	@$(BIN)/python -m pip uninstall --quiet --disable-pip-version-check -y engram 2>/dev/null || true
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e clients/python -e '.[dev]'
 	@touch $(STAMP)
 
 run: $(STAMP)
@@ -37,7 +40,7 @@ test: $(STAMP) lint system-deps $(LLM_STAMP)
 	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra
 
 lint: $(STAMP)
-	$(BIN)/ruff check shared services tests bench
+	$(BIN)/ruff check clients/python shared services tests bench
 	$(BIN)/mypy
 
 system-deps:

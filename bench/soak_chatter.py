@@ -3,7 +3,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared.contract import Turn
+from engram_client.contract import Turn
 
 _NAMES = ["Ana", "Bo", "Cy", "Dee", "Eli", "Fay", "Gus", "Hal", "Ivy", "Jon", "Kim", "Lu"]
 _PLACES = ["Lisbon", "Porto", "the gym", "the office", "Luigi's", "the park", "the lake", "Berlin", "the market",

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from bench.soak_chatter import Conversation, User, query
-from shared.client import MemoryClient
-from shared.contract import Turn
-from shared.errors import EngramError
+from engram_client import MemoryClient
+from engram_client.contract import Turn
+from engram_client.errors import EngramError
 
 T = TypeVar("T")
 RETRY_INTERVAL_S = 0.2

@@ -12,8 +12,9 @@ from nats.js.errors import NotFoundError
 
 from bench.soak_load import Ledger
 from bench.soak_stack import SoakStack, rss_mb
+from engram_client import connection, subjects
 from shared.ingest.working_memory import WorkingMemory
-from shared.messaging import connection, streams, subjects
+from shared.messaging import streams
 
 PREFIX = "mem"
 DURABLE = "ingestor"

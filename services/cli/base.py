@@ -7,9 +7,9 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from shared.client.sdk import MemoryClient
-from shared.contract.failures import error_body
-from shared.errors import EngramError
+from engram_client.client import MemoryClient
+from engram_client.contract.failures import error_body
+from engram_client.errors import EngramError
 from shared.runtime import logs
 from shared.security import nats_security
 from shared.settings import Settings

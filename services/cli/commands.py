@@ -7,11 +7,8 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from services.cli import output
-from services.cli.base import NatsOpt, TenantOpt, connect_client, console, load_settings, nats_url, run
-from services.cli.files import read_turns
-from shared.client import wait_until_stored
-from shared.contract import (
+from engram_client import wait_until_stored
+from engram_client.contract import (
     ConsolidateRequest,
     ConsolidationJob,
     EntriesRequest,
@@ -19,6 +16,9 @@ from shared.contract import (
     RecallFilters,
     RecallRequest,
 )
+from services.cli import output
+from services.cli.base import NatsOpt, TenantOpt, connect_client, console, load_settings, nats_url, run
+from services.cli.files import read_turns
 
 
 async def publish_file(url: str, tenant: str, path: Path, wait: bool, prefix: str, timeout_s: float) -> None:

@@ -3,10 +3,10 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from engram_client.errors import EngramError
 from services.cli.base import NatsOpt, TenantOpt, connect_client, console, load_settings, nats_url, run
 from services.cli.commands import publish_file
 from services.cli.embedded import embedded_stack
-from shared.errors import EngramError
 from shared.evaluation.latency import percentiles
 from shared.settings import Settings
 

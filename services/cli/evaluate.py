@@ -4,10 +4,10 @@ from typing import Annotated
 
 import typer
 
+from engram_client import MemoryClient
 from services.cli import output
 from services.cli.base import connect_client, console, err, load_settings, run
 from services.cli.embedded import embedded_stack
-from shared.client import MemoryClient
 from shared.embedding import open_embedder
 from shared.evaluation import locomo, locomo_run, updates, updates_run
 from shared.evaluation import report as reporting

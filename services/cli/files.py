@@ -4,8 +4,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from shared.contract import Turn
-from shared.errors import InvalidRequest
+from engram_client.contract import Turn
+from engram_client.errors import InvalidRequest
 from shared.evaluation import locomo
 
 

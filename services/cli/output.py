@@ -3,8 +3,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from engram_client.contract import ConsolidationSummary, EntryView, ForgetResult, RecallResponse
 from services.cli.base import console
-from shared.contract import ConsolidationSummary, EntryView, ForgetResult, RecallResponse
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.report import COLUMNS, table_rows
 from shared.evaluation.updates_run import UpdatesReport

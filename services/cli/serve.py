@@ -1,9 +1,9 @@
 """`engram up`, `ingestor`, `retriever`, `consolidator`: run services until a signal (or a failure) stops them."""
 import typer
 
+from engram_client import subjects
 from services.cli.base import console, err, load_settings, run
 from services.stack import Running, serve_until_signalled
-from shared.messaging import subjects
 from shared.settings import Settings
 
 
@@ -23,8 +23,13 @@ def _banner(state: Running, settings: Settings) -> None:
     console.print(f"  [cyan]ENGRAM_NATS_URL={state.nats_url} .venv/bin/engram demo[/cyan]")
     console.print(f"  [cyan]ENGRAM_NATS_URL={state.nats_url} .venv/bin/engram recall 'Where did Maya travel?' "
                   "--tenant demo[/cyan]")
-    console.print(f"  [cyan]nats req {subjects.recall(prefix, 'demo')} '{{\"query\": \"Where did Maya travel?\"}}' "
-                  f"-s {state.nats_url}[/cyan]")
+    console.print("From Python (engram-client: `pip install ./clients/python`, needs only nats-py and pydantic), "
+                  "e.g. in [cyan].venv/bin/python -m asyncio[/cyan]:")
+    console.print("  [cyan]>>> from engram_client import MemoryClient[/cyan]")
+    console.print(f"  [cyan]>>> memory = await MemoryClient.connect({state.nats_url!r}, tenant='demo')[/cyan]")
+    console.print("  [cyan]>>> print((await memory.recall('Where did Maya travel?')).context)[/cyan]")
+    console.print(f"An agent over MCP: [cyan]ENGRAM_NATS_URL={state.nats_url} .venv/bin/engram mcp --tenant demo "
+                  "--user maya[/cyan] (stdio; --transport http for streamable HTTP)")
     console.print("Ctrl-C stops it cleanly.")
 
 

@@ -4,11 +4,12 @@ from dataclasses import dataclass, field
 
 from faststream.nats import NatsMessage, NatsRouter
 
+from engram_client import subjects
+from engram_client.contract import ConsolidateRequest, Forget, RebuildRequest, check_tenant
+from engram_client.errors import Unavailable
 from shared.consolidation.forget import forget
 from shared.consolidation.schedule import measured
-from shared.contract import ConsolidateRequest, Forget, RebuildRequest, check_tenant
-from shared.errors import Unavailable
-from shared.messaging import replies, subjects
+from shared.messaging import replies
 from shared.rebuild.run import announce_forget, rebuild
 from shared.runtime import metrics
 from shared.runtime.consolidator import ConsolidatorDeps

@@ -4,8 +4,9 @@ from collections import Counter
 from faststream.nats import NatsMessage, NatsRouter
 from pydantic import ValidationError
 
-from shared.contract import EntriesRequest, RecallRequest
-from shared.messaging import replies, subjects
+from engram_client import subjects
+from engram_client.contract import EntriesRequest, RecallRequest
+from shared.messaging import replies
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
 from shared.retrieval.fairness import FairQueue, admitted

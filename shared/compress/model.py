@@ -3,7 +3,7 @@ from typing import Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from shared.contract import EntryKind, Turn
+from engram_client.contract import EntryKind, Turn
 
 
 class Window(BaseModel):

@@ -2,9 +2,9 @@
 import asyncio
 from datetime import datetime
 
+from engram_client.contract import Turn
 from shared.compress import dates, extract
 from shared.compress.model import Draft, Window
-from shared.contract import Turn
 from shared.text import language, scripts
 
 IMAGE_CAPTION_KEY = "image_caption"  # metadata key a product may set when a turn shares an image

@@ -2,8 +2,8 @@
 first when the summary outgrows its word limit (the model's summary replaces it when one is configured)."""
 import re
 
+from engram_client.contract import Turn
 from shared.compress.extract import STOPWORDS
-from shared.contract import Turn
 from shared.text import scripts
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")

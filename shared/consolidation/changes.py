@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shared.contract import EntriesMerged, EntrySuperseded, event_id
+from engram_client.contract import EntriesMerged, EntrySuperseded, event_id
 from shared.messaging.events import Publish
 from shared.store import MemoryEntry, Scope, Store
 

@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 
+from engram_client import subjects
+from engram_client.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
 from shared.consolidation import merge
 from shared.consolidation.changes import applier
 from shared.consolidation.profile import profile_id
-from shared.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
 from shared.ingest.working_memory import WorkingMemory
-from shared.messaging import streams, subjects
+from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.messaging.events import Publish
 from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries

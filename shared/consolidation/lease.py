@@ -17,7 +17,7 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.errors import Unavailable
+from engram_client.errors import Unavailable
 from shared.messaging import streams
 from shared.runtime import metrics
 

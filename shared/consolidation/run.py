@@ -10,11 +10,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from engram_client.contract import ConsolidateRequest, ConsolidationJob, ConsolidationSummary, check_tenant
 from shared.consolidation import importance, merge, outdated, profile, retention, same_fact
 from shared.consolidation.changes import Change, Changes, applier
 from shared.consolidation.forget import erase
 from shared.consolidation.supersede import supersede_slots
-from shared.contract import ConsolidateRequest, ConsolidationJob, ConsolidationSummary, check_tenant
 from shared.embedding import Bm25Encoder
 from shared.llm import LlmClient
 from shared.messaging.events import Publish

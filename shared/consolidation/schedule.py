@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import get_args
 
+from engram_client.contract import ConsolidateRequest, ConsolidationSummary, EntryKind
 from shared.consolidation.lease import Leases
 from shared.consolidation.run import Consolidation, consolidate
-from shared.contract import ConsolidateRequest, ConsolidationSummary, EntryKind
 from shared.runtime import metrics
 from shared.store import EntryFilter, Scope
 

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from engram_client.errors import Unavailable
 from shared.embedding.protocol import WARM_UP_TIMEOUT_S
-from shared.errors import Unavailable
 from shared.runtime import metrics
 
 Role = Literal["query", "passage"]

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import numpy as np
 from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI
 
-from shared.errors import Timeout, Unavailable
+from engram_client.errors import Timeout, Unavailable
 from shared.runtime import metrics
 
 

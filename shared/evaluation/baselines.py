@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from engram_client.contract import Turn
 from shared.compress import IMAGE_CAPTION_KEY
-from shared.contract import Turn
 from shared.embedding import Bm25Encoder, Embedder
 from shared.evaluation import locomo
 from shared.evaluation.scoring import Row, row

@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import get_args
 
+from engram_client.contract import ConsolidateRequest, ConsolidationSummary, EntryKind, Event
 from shared.consolidation.run import Consolidation, consolidate
-from shared.contract import ConsolidateRequest, ConsolidationSummary, EntryKind, Event
 from shared.evaluation import locomo
 from shared.evaluation.plain import ConversationScore, evaluate
 from shared.retrieval import Retrieval

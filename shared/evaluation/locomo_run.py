@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from shared.client import MemoryClient, publish_sessions, wait_until_stored
-from shared.contract import RecallRequest
+from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client.contract import RecallRequest
 from shared.embedding import Bm25Encoder, Embedder
 from shared.evaluation import baselines, locomo
 from shared.evaluation.latency import Percentiles, percentiles

@@ -3,7 +3,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared.contract import RecallRequest
+from engram_client.contract import RecallRequest
 from shared.evaluation import locomo
 from shared.ingest import windows
 from shared.ingest.writer import Writer, memorize

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from shared.contract import Turn
+from engram_client.contract import Turn
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
 Split = Literal["dev", "test"]

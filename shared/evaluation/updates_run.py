@@ -5,8 +5,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from shared.client import MemoryClient, publish_sessions, wait_until_stored
-from shared.contract import RecallRequest
+from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client.contract import RecallRequest
 from shared.evaluation.machine import describe
 from shared.evaluation.updates import (
     FactCheck,

@@ -1,8 +1,9 @@
 """Accepting turns and flushes into working memory (the ingestor's domain functions, no broker in sight)."""
 from datetime import UTC, datetime
 
-from shared.contract import Flush, Turn, check_tenant
-from shared.errors import Busy, InvalidRequest
+from engram_client.contract import Flush, Turn, check_tenant
+from engram_client.errors import InvalidRequest
+from shared.errors import Busy
 from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer
 from shared.ingest.policy import WindowPolicy

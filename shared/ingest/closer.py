@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from engram_client.contract import EntryCreated, event_id
+from engram_client.contract.failures import error_body
+from engram_client.errors import EngramError
 from shared.compress import Window
 from shared.consolidation.changes import applier
 from shared.consolidation.supersede import supersede_slots
-from shared.contract import EntryCreated, event_id
-from shared.contract.failures import error_body
-from shared.errors import EngramError
 from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer, SealedWindow
 from shared.ingest.policy import CloserPolicy

@@ -26,7 +26,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue
 
-from shared.errors import Unavailable
+from engram_client.errors import Unavailable
 from shared.messaging.connection import transient
 
 MARK_TTL_S = 86_400.0

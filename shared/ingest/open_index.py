@@ -20,8 +20,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from engram_client import subjects
 from shared.ingest.buffer import Buffer
-from shared.messaging import streams, subjects
+from shared.messaging import streams
 from shared.messaging.connection import transient
 
 

@@ -1,8 +1,8 @@
 """Windows: consecutive turns of one conversation that are compressed together."""
 from collections.abc import Sequence
 
+from engram_client.contract import Turn
 from shared.compress import Window
-from shared.contract import Turn
 
 
 def split(tenant: str, turns: Sequence[Turn], size: int, context_turns: int = 1) -> list[Window]:

@@ -21,8 +21,9 @@ from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundErro
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.contract import Turn
-from shared.errors import ConfigError, Unavailable
+from engram_client.contract import Turn
+from engram_client.errors import Unavailable
+from shared.errors import ConfigError
 from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer
 from shared.ingest.forgotten import ForgetMarks

@@ -15,7 +15,8 @@ from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
-from shared.errors import EngramError, LlmInvalid, LlmUnavailable
+from engram_client.errors import EngramError
+from shared.errors import LlmInvalid, LlmUnavailable
 from shared.llm import prompts, schemas
 from shared.llm.breaker import Breaker
 from shared.llm.budget import TokenLedger

@@ -5,7 +5,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from shared.contract import Turn
+from engram_client.contract import Turn
 from shared.llm.schemas import MAX_STATEMENTS, MAX_SUB_QUERIES, Purpose
 
 _COMMON = ("You are the memory compressor of a chat product. Answer with one JSON object and nothing else. "

@@ -7,11 +7,12 @@ from collections.abc import Awaitable, Callable
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from shared.contract import ErrorBody, Turn
-from shared.contract.base import RESERVED_TENANT
-from shared.contract.failures import code_of, error_body
-from shared.errors import Busy, EngramError
-from shared.messaging import subjects
+from engram_client import subjects
+from engram_client.contract import ErrorBody, Turn
+from engram_client.contract.base import RESERVED_TENANT
+from engram_client.contract.failures import code_of, error_body
+from engram_client.errors import EngramError
+from shared.errors import Busy
 from shared.runtime import logs, metrics
 
 log = logging.getLogger("engram.deadletter")

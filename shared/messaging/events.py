@@ -3,8 +3,8 @@ from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client
 
-from shared.contract import Event
-from shared.messaging import subjects
+from engram_client import subjects
+from engram_client.contract import Event
 
 Publish = Callable[[str, Event], Awaitable[None]]  # (tenant, event)
 

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.errors import ConfigError, Unavailable
+from engram_client.errors import Unavailable
+from shared.errors import ConfigError
 
 log = logging.getLogger("engram.nats_server")
 

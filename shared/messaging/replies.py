@@ -7,10 +7,11 @@ from faststream import BaseMiddleware
 from faststream.message import StreamMessage
 from faststream.nats import NatsResponse
 
-from shared.contract import Reply
-from shared.contract.failures import error_body
-from shared.errors import RETRY_AFTER_HEADER, OverShare
-from shared.messaging import subjects
+from engram_client import subjects
+from engram_client.contract import Reply
+from engram_client.contract.failures import error_body
+from engram_client.errors import RETRY_AFTER_HEADER
+from shared.errors import OverShare
 from shared.runtime import logs, metrics
 
 log = logging.getLogger("engram.replies")

@@ -11,7 +11,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolic
 from nats.js.errors import NotFoundError
 from nats.js.kv import KV_MARKER_REASON, KV_OP
 
-from shared.messaging import subjects
+from engram_client import subjects
 from shared.messaging.connection import transient
 
 log = logging.getLogger("engram.streams")

@@ -20,12 +20,13 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
+from engram_client import subjects
+from engram_client.contract import Flush, Turn, check_tenant
+from engram_client.errors import EngramError
 from shared.compress import Window
-from shared.contract import Flush, Turn, check_tenant
-from shared.errors import EngramError
 from shared.ingest import buffer as buffers
 from shared.ingest.buffer import Buffer
-from shared.messaging import streams, subjects
+from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.store import EntryFilter, Scope, Store, pages
 

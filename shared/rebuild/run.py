@@ -25,13 +25,14 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from pydantic import BaseModel, ValidationError
 
+from engram_client import subjects
+from engram_client.contract import ConsolidateRequest, ConsolidationJob, Forget, RebuildReport, RebuildRequest, Turn
+from engram_client.errors import InvalidRequest
 from shared.compress import Window
-from shared.contract import ConsolidateRequest, ConsolidationJob, Forget, RebuildReport, RebuildRequest, Turn
 from shared.embedding import Bm25Encoder, Embedder, embedding_dim, open_embedder
-from shared.errors import InvalidRequest
 from shared.ingest.writer import EMBED_CHARS, Writer, build, save
 from shared.llm import LlmClient
-from shared.messaging import streams, subjects
+from shared.messaging import streams
 from shared.rebuild.replay import Replay, TurnKey, read, written
 from shared.runtime.ingestor import compression
 from shared.settings import Settings

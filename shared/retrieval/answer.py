@@ -3,9 +3,9 @@ deadline."""
 import asyncio
 import time
 
-from shared.contract import RecallRequest, RecallResponse, Turn, check_tenant
-from shared.contract.failures import code_of
-from shared.errors import Timeout
+from engram_client.contract import RecallRequest, RecallResponse, Turn, check_tenant
+from engram_client.contract.failures import code_of
+from engram_client.errors import Timeout
 from shared.ingest.working_memory import WorkingMemory
 from shared.retrieval.recall import Retrieval
 from shared.retrieval.respond import recall

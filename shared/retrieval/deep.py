@@ -7,9 +7,10 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from shared.contract import DeepTrace, PlannedSearch, RecallRequest
-from shared.contract.recall import DeepStop
-from shared.errors import EngramError, LlmInvalid, LlmUnavailable
+from engram_client.contract import DeepTrace, PlannedSearch, RecallRequest
+from engram_client.contract.recall import DeepStop
+from engram_client.errors import EngramError
+from shared.errors import LlmInvalid, LlmUnavailable
 from shared.llm import fell_back, prompts
 from shared.llm.schemas import Reflection, SearchPlan, SubQuery
 from shared.retrieval.recall import Retrieval, Searched, boosts_for, entry_filter_of, for_time, scope_of, search

@@ -1,5 +1,6 @@
 """Operators' view of stored entries: list (filtered, paged), get by id, and an entry's history."""
-from shared.contract import EntriesRequest, EntriesResponse, check_tenant
+from engram_client.contract import EntriesRequest, EntriesResponse, check_tenant
+from engram_client.errors import NotFound
 from shared.retrieval.fit import fit_all, fit_page
 from shared.retrieval.views import entry_view
 from shared.store import EntryFilter, MemoryEntry, Scope, Store
@@ -29,13 +30,21 @@ async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntr
 
 async def entries(store: Store, tenant: str, request: EntriesRequest,
                   max_reply_bytes: int | None = None) -> EntriesResponse:
-    """Answer an EntriesRequest inside the tenant (and the user / conversation it names), in one message."""
+    """Answer an EntriesRequest inside the tenant (and the user / conversation it names), in one message.
+
+    Raises:
+        NotFound: `history` of an id the scope does not hold (`get` answers the ids it finds, a list).
+    """
     check_tenant(request, tenant)
     scope = Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
     if request.op == "get":
         return fit_all([entry_view(e) for e in await store.get(scope, request.ids)], max_reply_bytes)
     if request.op == "history":
-        return fit_all([entry_view(e) for e in await _history(store, scope, request.ids[0])], max_reply_bytes)
+        chain = await _history(store, scope, request.ids[0])
+        if not chain:  # the same answer whether the id is another tenant's or nobody's: nothing to learn from it
+            raise NotFound(f"entry {request.ids[0]!r} not found in tenant {tenant!r}"
+                           + (" for this user / conversation" if request.user_id or request.conversation_id else ""))
+        return fit_all([entry_view(e) for e in chain], max_reply_bytes)
     entry_filter = EntryFilter(kinds=[request.kind] if request.kind else [])
     page = await store.scroll(scope, entry_filter=entry_filter, limit=request.limit, offset=request.cursor)
     return fit_page([entry_view(e) for e in page.entries], page.next_offset, max_reply_bytes)

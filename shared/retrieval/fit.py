@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from shared.contract import EntriesResponse, EntryView, RecallResponse, Turn
-from shared.errors import EngramError, InvalidRequest
+from engram_client.contract import EntriesResponse, EntryView, RecallResponse, Turn
+from engram_client.errors import EngramError, InvalidRequest
 from shared.store import ScoredEntry
 
 REPLY_HEADROOM_BYTES = 8192  # what NATS headers and the reply's own framing may add

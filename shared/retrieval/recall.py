@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from shared.contract import EntryKind, RecallRequest, Timings
+from engram_client.contract import EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
 from shared.llm import LlmClient
 from shared.retrieval import tense

@@ -1,5 +1,5 @@
 """Rendering recalled entries and recent turns into one context block within a token budget."""
-from shared.contract import Turn
+from engram_client.contract import Turn
 from shared.store import ScoredEntry
 from shared.text import tokens
 

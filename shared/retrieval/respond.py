@@ -3,7 +3,7 @@ that fits both the token budget and the broker's reply size."""
 import time
 from datetime import datetime
 
-from shared.contract import Explanation, RecallRequest, RecallResponse, Turn
+from engram_client.contract import Explanation, RecallRequest, RecallResponse, Turn
 from shared.retrieval import render as rendering
 from shared.retrieval.deep import deep_search
 from shared.retrieval.fit import fit_recall

@@ -8,9 +8,10 @@ model's summary of the same turns replaces it in the cache in the background, so
 import asyncio
 import logging
 
+from engram_client.contract import Turn
+from engram_client.errors import EngramError
 from shared.compress.summary import extractive
-from shared.contract import Turn
-from shared.errors import EngramError, LlmInvalid, LlmUnavailable
+from shared.errors import LlmInvalid, LlmUnavailable
 from shared.ingest.working_memory import CachedSummary, WorkingMemory
 from shared.llm import LlmClient, fell_back, prompts
 from shared.llm.schemas import Summary

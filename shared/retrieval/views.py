@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.contract import EntryView, Explanation, RecalledEntry
+from engram_client.contract import EntryView, Explanation, RecalledEntry
 from shared.store import MemoryEntry, ScoredEntry
 
 _VIEW_FIELDS = tuple(EntryView.model_fields)

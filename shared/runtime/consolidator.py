@@ -10,13 +10,13 @@ from typing import Any
 
 from faststream.nats import NatsBroker
 
+from engram_client.contract import ConsolidateRequest, Forget, RebuildReport
+from engram_client.errors import Unavailable
 from shared.consolidation.forget import Places, forget
 from shared.consolidation.lease import Leases
 from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
-from shared.contract import ConsolidateRequest, Forget, RebuildReport
 from shared.embedding import Bm25Encoder, embedding_dim
-from shared.errors import Unavailable
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams

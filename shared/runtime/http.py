@@ -113,6 +113,6 @@ async def _watch_readiness(health: Health) -> None:
 
 def _version() -> str:
     try:
-        return importlib.metadata.version("engram")
+        return importlib.metadata.version("engram-server")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"

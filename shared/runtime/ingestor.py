@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from engram_client import connection
 from shared.compress import Compressor, OfflineCompressor
 from shared.compress.facts import RuleFactExtractor
 from shared.compress.llm import LlmCompressor, LlmFactExtractor
@@ -18,7 +19,7 @@ from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.llm import LlmClient
-from shared.messaging import connection, streams
+from shared.messaging import streams
 from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store

@@ -15,7 +15,8 @@ from pathlib import Path
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
-from shared.errors import ConfigError, Unavailable
+from engram_client.errors import Unavailable
+from shared.errors import ConfigError
 from shared.security import qdrant_options
 from shared.settings import Settings
 from shared.store.edge import EdgeStore

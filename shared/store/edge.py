@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import qdrant_edge as qe
 
-from shared.errors import Unavailable
+from engram_client.errors import Unavailable
 from shared.store import scope as scoping
 from shared.store.edge_calls import engine_errors, run
 from shared.store.hits import ByIdMixin, dense_of, to_hits

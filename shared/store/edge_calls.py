@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from shared.errors import Timeout, Unavailable
+from engram_client.errors import Timeout, Unavailable
 
 T = TypeVar("T")
 

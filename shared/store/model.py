@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from shared.contract import EntryKind
+from engram_client.contract import EntryKind
 
 DENSE = "dense"
 SPARSE = "sparse"

@@ -8,7 +8,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import Unavailable
+from engram_client.errors import Unavailable
 from shared.store import scope as scoping
 from shared.store.hits import ByIdMixin, dense_of, to_hits
 from shared.store.model import (

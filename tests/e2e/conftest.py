@@ -7,8 +7,8 @@ from typing import TypeVar
 
 import pytest
 
+from engram_client import MemoryClient
 from services.stack import Running, running
-from shared.client import MemoryClient
 from shared.messaging import nats_server
 from shared.settings import Settings
 from tests.conftest import unique

@@ -4,8 +4,8 @@ from typing import Any
 import nats
 from nats.errors import TimeoutError as NatsTimeout
 
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntryView, Turn
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import EntryView, Turn
 from shared.store import EntryFilter, Scope, Store
 
 

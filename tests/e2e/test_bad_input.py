@@ -5,8 +5,8 @@ from typing import Any
 import nats
 import pytest
 
+from engram_client import MemoryClient
 from services.stack import Running
-from shared.client import MemoryClient
 from shared.messaging import deadletter
 from tests.conftest import make_turn
 from tests.e2e.conftest import eventually

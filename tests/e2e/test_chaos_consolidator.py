@@ -21,9 +21,9 @@ from pathlib import Path
 import nats
 import pytest
 
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import ConsolidationSummary, EntryView, Turn
-from shared.errors import EngramError
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import ConsolidationSummary, EntryView, Turn
+from engram_client.errors import EngramError
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually
 from tests.e2e.helpers import memory_without_ids

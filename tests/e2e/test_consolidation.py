@@ -5,9 +5,9 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engram_client import MemoryClient
+from engram_client.contract import EntryView
 from services.stack import Running
-from shared.client import MemoryClient
-from shared.contract import EntryView
 from shared.store import EntryFilter, Scope
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import ConsolidateRequest, ConsolidationSummary
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
 from shared.consolidation import run as runs
 from shared.consolidation import schedule
-from shared.contract import ConsolidateRequest, ConsolidationSummary
 from shared.messaging import streams
 from shared.settings import Settings
 from tests.conftest import conversation, unique

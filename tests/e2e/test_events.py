@@ -6,11 +6,10 @@ from typing import Any
 import nats
 import pytest
 
+from engram_client import MemoryClient, subjects, wait_until_stored
+from engram_client.contract import EntryCreated, event_id
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntryCreated, event_id
 from shared.ingest.closer import WindowCloser
-from shared.messaging import subjects
 from shared.settings import Settings
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually

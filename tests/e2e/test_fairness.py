@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from prometheus_client import REGISTRY
 
+from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from tests.conftest import conversation, unique
 

@@ -3,9 +3,8 @@ import json
 
 import nats
 
+from engram_client import MemoryClient, subjects
 from services.stack import Running
-from shared.client import MemoryClient
-from shared.messaging import subjects
 from tests.conftest import conversation, make_turn
 from tests.e2e.conftest import eventually
 

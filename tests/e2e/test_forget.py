@@ -1,9 +1,9 @@
 """Forget through NATS: nothing of the subject is left anywhere, and nothing of anyone else is touched (checked)."""
 import json
 
+from engram_client import MemoryClient
+from engram_client.contract import Turn
 from services.stack import Running
-from shared.client import MemoryClient
-from shared.contract import Turn
 from shared.store import Scope
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually

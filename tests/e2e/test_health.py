@@ -6,9 +6,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.errors import Unavailable
 from services.stack import Running, running, serve_until_signalled
-from shared.client import MemoryClient, wait_until_stored
-from shared.errors import Unavailable
 from shared.messaging import nats_server
 from shared.settings import Settings
 from tests.conftest import conversation, unique

@@ -5,10 +5,9 @@ import json
 import nats
 import pytest
 
+from engram_client import MemoryClient, subjects
+from engram_client.errors import Forbidden, NotFound
 from services.stack import Running
-from shared.client import MemoryClient
-from shared.errors import Forbidden
-from shared.messaging import subjects
 from tests.conftest import conversation, make_turn, unique
 from tests.e2e.conftest import eventually
 
@@ -42,7 +41,8 @@ async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> 
         assert all("Lisbon" in e.text for e in la.entries) and all("Porto" in e.text for e in lb.entries)
         # Asking for the other tenant's entry by id finds nothing.
         assert (await ca.entries(op="get", ids=[lb.entries[0].id])).entries == []
-        assert (await ca.entries(op="history", ids=[lb.entries[0].id])).entries == []
+        with pytest.raises(NotFound):
+            await ca.entries(op="history", ids=[lb.entries[0].id])
         # Working memory is per tenant too.
         wm = await ca.recall("castle", conversation_id="shared-conv", include_working_memory=True)
         assert all("Porto" not in t.text and "Ribeira" not in t.text for t in wm.working_memory)

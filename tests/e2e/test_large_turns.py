@@ -2,9 +2,9 @@
 dead-lettered, and recall and listings still answer within one NATS message."""
 from datetime import UTC, datetime, timedelta
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import MAX_TEXT_CHARS, Turn
 from services.stack import Running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import MAX_TEXT_CHARS, Turn
 from tests.e2e.helpers import dead_letter_count
 
 PHRASES = ["我昨天在杭州的西湖边散步，", "看到很多人在划船，", "后来去了一家茶馆喝龙井茶，", "老板说这是今年的新茶。",

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import EntryView, Turn
 from services.stack import Running, running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import EntryView, Turn
 from shared.llm import LlmClient
 from shared.llm.schemas import CompressedWindow
 from shared.messaging import nats_server

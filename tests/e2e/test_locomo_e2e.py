@@ -3,8 +3,8 @@ import statistics
 import time
 from pathlib import Path
 
+from engram_client import MemoryClient, publish_sessions, wait_until_stored
 from services.stack import Running
-from shared.client import MemoryClient, publish_sessions, wait_until_stored
 from shared.evaluation import locomo
 from shared.evaluation.latency import percentiles
 from shared.evaluation.plain import ConversationScore

@@ -4,11 +4,11 @@ from collections import Counter
 from collections.abc import Awaitable
 from pathlib import Path
 
+from engram_client import MemoryClient, connection, wait_until_stored
+from engram_client.contract import Turn
+from engram_client.errors import EngramError
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import Turn
-from shared.errors import EngramError
-from shared.messaging import connection, nats_server, streams
+from shared.messaging import nats_server, streams
 from shared.messaging.nats_server import EmbeddedNats
 from shared.settings import Settings
 from tests.conftest import conversation, make_turn, unique

@@ -1,7 +1,7 @@
 """Recall through NATS has to rank: one tenant holds forty stored conversations on different subjects, and each
 question must bring its own conversation first."""
+from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running
-from shared.client import MemoryClient, wait_until_stored
 from tests.conftest import conversation
 
 FACTS = [

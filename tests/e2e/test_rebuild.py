@@ -9,10 +9,10 @@ from pathlib import Path
 import nats
 import pytest
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import RecallResponse, Turn
+from engram_client.errors import InvalidRequest
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import RecallResponse, Turn
-from shared.errors import InvalidRequest
 from shared.messaging import nats_server
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, Store, all_entries

@@ -1,8 +1,8 @@
 """Two ingestors and two retrievers, each with its own NATS connection, share the load on one NATS server."""
 from collections import Counter
 
+from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from shared.store import Scope
 from tests.conftest import conversation, unique

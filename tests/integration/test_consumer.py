@@ -9,8 +9,9 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from shared.errors import InvalidRequest, Unavailable
-from shared.messaging import connection, deadletter, nats_server, streams
+from engram_client import connection
+from engram_client.errors import InvalidRequest, Unavailable
+from shared.messaging import deadletter, nats_server, streams
 from shared.messaging.consumer import PullConsumer
 from tests.conftest import make_turn, unique
 from tests.e2e.conftest import eventually

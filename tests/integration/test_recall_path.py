@@ -2,7 +2,7 @@
 import dataclasses
 from datetime import UTC, datetime
 
-from shared.contract import RecallFilters, RecallRequest
+from engram_client.contract import RecallFilters, RecallRequest
 from shared.ingest import windows
 from shared.ingest.writer import memorize
 from shared.retrieval import recall

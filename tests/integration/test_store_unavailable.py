@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from shared.errors import EngramError, Unavailable
+from engram_client.errors import EngramError, Unavailable
 from shared.messaging.nats_server import free_port
 from shared.settings import Settings
 from shared.store import (

@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from shared.contract import Flush
-from shared.errors import EngramError, Timeout, Unavailable
+from engram_client import connection
+from engram_client.contract import Flush
+from engram_client.errors import EngramError, Timeout, Unavailable
 from shared.ingest import buffer as buffers
 from shared.ingest import working_memory
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory
-from shared.messaging import connection, nats_server
+from shared.messaging import nats_server
 from tests.conftest import make_turn, unique
 from tests.e2e.conftest import eventually
 

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import REGISTRY
 
+from engram_client import MemoryClient, wait_until_stored
+from engram_client.contract import Turn
 from services.stack import Running, running
-from shared.client import MemoryClient, wait_until_stored
-from shared.contract import Turn
 from shared.llm.schemas import PURPOSES, ResponseFormat
 from shared.messaging import nats_server
 from tests.conftest import conversation, unique

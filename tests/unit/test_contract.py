@@ -4,7 +4,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.contract import (
+from engram_client.contract import (
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     ConsolidateRequest,
@@ -16,7 +16,7 @@ from shared.contract import (
     check_tenant,
     validate_tenant,
 )
-from shared.errors import Forbidden, InvalidRequest
+from engram_client.errors import Forbidden, InvalidRequest
 
 TURN: dict[str, Any] = {"conversation_id": "c1", "turn_id": "t1", "speaker": "Ana", "role": "user",
                         "text": "I moved to Lisbon in May 2023.", "ts": "2023-05-08T13:56:00+01:00"}

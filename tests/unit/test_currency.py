@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from engram_client.contract import EntryKind
 from shared.consolidation import outdated
-from shared.contract import EntryKind
 from shared.retrieval.currency import Currency, rerank
 from shared.retrieval.tense import read, topic
 from shared.store import MemoryEntry, ScoredEntry

@@ -5,7 +5,8 @@ import json
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from shared.errors import Busy, EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
+from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
+from shared.errors import Busy
 from shared.messaging.deadletter import MAX_RETRY_DELAY_S, Settle, retry_delay_s, settle
 
 

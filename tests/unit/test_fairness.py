@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
-from shared.errors import Unavailable
+from engram_client.errors import Unavailable
 from shared.retrieval.fairness import FairQueue, admitted, tenant_limit
 
 

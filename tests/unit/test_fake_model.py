@@ -9,7 +9,7 @@ import openai
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from shared.contract import Turn
+from engram_client.contract import Turn
 from shared.llm import prompts
 from shared.llm.schemas import (
     PURPOSES,

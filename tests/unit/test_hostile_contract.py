@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, ValidationError
 
-from shared.consolidation.forget import about, turns_among
-from shared.contract import (
+from engram_client import subjects
+from engram_client.contract import (
     MAX_K,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
@@ -41,12 +41,12 @@ from shared.contract import (
     check_tenant,
     validate_tenant,
 )
-from shared.contract.failures import error_body
-from shared.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
-from shared.messaging import subjects
+from engram_client.contract.failures import error_body
+from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
+from shared.consolidation.forget import about, turns_among
 
 MAX_PAYLOAD = 1024 * 1024     # nats-server's default max_payload
-MAX_MESSAGE = 1000            # the longest error message a reply carries (shared/contract/failures.py)
+MAX_MESSAGE = 1000            # the longest error message a reply carries (engram_client/contract/failures.py)
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (RecallRequest, RecallFilters, Turn, Flush, Forget, EntriesRequest,
                                                ConsolidateRequest, RebuildRequest)
 ID_CHARS = string.ascii_letters + string.digits + "_.:@=+/-"

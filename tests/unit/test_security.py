@@ -7,7 +7,7 @@ from faststream.nats import security as fs
 from pydantic import SecretStr, ValidationError
 
 from shared.errors import ConfigError
-from shared.security import nats_security, qdrant_options
+from shared.security import broker_options, nats_security, qdrant_options
 from shared.settings import Settings
 
 
@@ -51,7 +51,7 @@ def test_each_identity_reaches_both_kinds_of_connection(tmp_path: Path) -> None:
         options = security.client_options()
         assert {k: options[k] for k in expected} == expected
         assert options["inbox_prefix"] == settings.nats_inbox_prefix
-        broker = security.broker_options()
+        broker = broker_options(security)
         assert type(broker["security"]) is kind and broker["inbox_prefix"] == settings.nats_inbox_prefix
 
 

@@ -1,5 +1,6 @@
 """Subjects and streams are built in one place; one function gives both the pattern and the address."""
-from shared.messaging import streams, subjects
+from engram_client import subjects
+from shared.messaging import streams
 
 
 def test_pattern_and_address_come_from_one_function() -> None:

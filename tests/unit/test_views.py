@@ -3,8 +3,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.contract import EntriesResponse, EntryView, Explanation, RecalledEntry, RecallResponse, Turn
-from shared.errors import EngramError
+from engram_client.contract import EntriesResponse, EntryView, Explanation, RecalledEntry, RecallResponse, Turn
+from engram_client.errors import EngramError
 from shared.retrieval.fit import fit_page, fit_recall, size
 from shared.retrieval.views import entry_view, recalled_entry, shared_fields
 from shared.store import MemoryEntry, ScoredEntry

@@ -1,11 +1,11 @@
 """The rule-based fact extractor: each user turn, sentence by sentence, through its language's rules."""
 import asyncio
 
+from engram_client.contract import Turn
 from shared.compress.facts import chinese, english
 from shared.compress.facts.fact import Reader, Said
 from shared.compress.facts.render import draft
 from shared.compress.model import Draft, Window
-from shared.contract import Turn
 from shared.text import language
 
 READERS: dict[str, Reader] = {"en": english.READER, "zh": chinese.READER}

@@ -2,10 +2,10 @@
 import re
 from datetime import datetime
 
+from engram_client.contract import Turn
 from shared.compress.extract import STOPWORDS
 from shared.compress.facts.fact import Fact
 from shared.compress.model import Draft, Slot
-from shared.contract import Turn
 from shared.text import scripts
 
 # Facts that stay true for years and answer many questions rank above tastes and plans.

@@ -3,8 +3,8 @@ import json
 
 from pydantic import ValidationError
 
-from shared.contract import ErrorBody
-from shared.errors import EngramError, ErrorCode
+from engram_client.contract import ErrorBody
+from engram_client.errors import EngramError, ErrorCode
 
 _MAX_MESSAGE = 1000
 

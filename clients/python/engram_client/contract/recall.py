@@ -3,9 +3,9 @@ from typing import Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from shared.contract.admin import EntryKind
-from shared.contract.base import MAX_K, MAX_LIST_ITEMS, MAX_TOKEN_BUDGET, Id, Name, Query, Reply, TenantScoped
-from shared.contract.turns import Turn
+from engram_client.contract.admin import EntryKind
+from engram_client.contract.base import MAX_K, MAX_LIST_ITEMS, MAX_TOKEN_BUDGET, Id, Name, Query, Reply, TenantScoped
+from engram_client.contract.turns import Turn
 
 
 class RecallFilters(BaseModel):

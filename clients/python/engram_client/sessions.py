@@ -3,9 +3,9 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from shared.client.sdk import MemoryClient
-from shared.contract import Turn
-from shared.errors import Timeout
+from engram_client.client import MemoryClient
+from engram_client.contract import Turn
+from engram_client.errors import Timeout
 
 
 async def publish_sessions(client: MemoryClient, sessions: Sequence[Sequence[Turn]]) -> None:

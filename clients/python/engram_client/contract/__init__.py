@@ -1,5 +1,5 @@
 """The v1 wire contract: frozen pydantic models for every message engram sends or accepts."""
-from shared.contract.admin import (
+from engram_client.contract.admin import (
     ConsolidateRequest,
     ConsolidationJob,
     ConsolidationSummary,
@@ -13,7 +13,7 @@ from shared.contract.admin import (
     RebuildReport,
     RebuildRequest,
 )
-from shared.contract.base import (
+from engram_client.contract.base import (
     MAX_K,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
@@ -26,7 +26,8 @@ from shared.contract.base import (
     check_tenant,
     validate_tenant,
 )
-from shared.contract.events import (
+from engram_client.contract.events import (
+    EVENT_TYPES,
     EntriesForgotten,
     EntriesMerged,
     EntryCreated,
@@ -34,8 +35,9 @@ from shared.contract.events import (
     Event,
     EventKind,
     event_id,
+    parse_event,
 )
-from shared.contract.recall import (
+from engram_client.contract.recall import (
     DeepTrace,
     Explanation,
     PlannedSearch,
@@ -45,14 +47,15 @@ from shared.contract.recall import (
     RecallResponse,
     Timings,
 )
-from shared.contract.turns import Flush, Role, Turn
+from engram_client.contract.turns import Flush, Role, Turn
 
 __all__ = [
-    "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
+    "EVENT_TYPES", "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
     "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeepTrace",
     "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated",
     "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush",
     "Forget", "ForgetResult", "PlannedSearch", "RebuildReport", "RebuildRequest", "RecallFilters", "RecallRequest",
     "RecallResponse", "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id",
+    "parse_event",
     "validate_tenant",
 ]

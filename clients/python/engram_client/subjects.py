@@ -1,5 +1,5 @@
 """Every NATS subject engram uses; one function serves both the pattern and the address."""
-from shared.contract.events import EventKind
+from engram_client.contract.events import EventKind
 
 WILDCARD = "{tenant}"
 

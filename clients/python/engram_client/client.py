@@ -1,5 +1,6 @@
 """MemoryClient: the async SDK a chat product or service uses to talk to engram over NATS."""
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -9,17 +10,21 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from nats.aio.client import Client
+from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
 
-from shared.contract import (
+from engram_client import connection, subjects
+from engram_client.contract import (
     ConsolidateRequest,
     ConsolidationJob,
     ConsolidationSummary,
     EntriesRequest,
     EntriesResponse,
+    Event,
+    EventKind,
     Flush,
     Forget,
     ForgetResult,
@@ -29,16 +34,49 @@ from shared.contract import (
     RecallResponse,
     Reply,
     Turn,
+    parse_event,
     validate_tenant,
 )
-from shared.errors import RETRY_AFTER_HEADER, Timeout, Unavailable, from_code
-from shared.messaging import connection, subjects
-from shared.security import ANONYMOUS, NatsSecurity
+from engram_client.errors import RETRY_AFTER_HEADER, Timeout, Unavailable, from_code
+from engram_client.security import ANONYMOUS, NatsSecurity
 
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
 MAX_RETRY_WAIT_S = 1.0  # the longest wait between two tries of a request engram asked to retry
 DEEP_TIMEOUT_S = 20.0   # a deep recall's client timeout at least (engram's own deadlines are 8 + 5 s by default)
+
+
+class EventStream:
+    """engram's events about one tenant, from the moment the stream was opened: `async for event in stream`.
+
+    Core NATS, at least once: de-duplicate on `event_id`; events published while the client is disconnected are not
+    replayed. Close it (or use `async with`) to stop the subscription.
+    """
+
+    def __init__(self, subscription: Subscription) -> None:
+        self._subscription = subscription
+        self._messages = subscription.messages
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> Event:
+        while True:
+            msg = await self._messages.__anext__()  # StopAsyncIteration once closed
+            event = parse_event(msg.subject, msg.data)
+            if event is not None:
+                return event
+
+    async def close(self) -> None:
+        """Stop receiving events."""
+        with contextlib.suppress(ConnectionClosedError):
+            await self._subscription.unsubscribe()
+
+    async def __aenter__(self) -> "EventStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class MemoryClient:
@@ -168,6 +206,12 @@ class MemoryClient:
         build `into`, then switch to it; the reply comes when the switch is done."""
         return await self._request(subjects.rebuild(self._prefix), RebuildRequest(into=into, window_turns=window_turns),
                                    RebuildReport, timeout_s)
+
+    async def events(self, kind: EventKind | None = None) -> EventStream:
+        """Subscribe to engram's events about this tenant (all kinds, or `kind`): entry_created, entries_merged,
+        entry_superseded, entries_forgotten. The subscription is live when this returns."""
+        subscription = await self._nc.subscribe(subjects.events(self._prefix, self.tenant, kind))
+        return EventStream(subscription)
 
     async def raw_request(self, kind: str, payload: bytes) -> dict[str, Any]:
         """Send raw bytes to `<prefix>.<tenant>.<kind>` and return the decoded reply (for debugging and tests)."""

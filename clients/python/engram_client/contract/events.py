@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 from pydantic import AwareDatetime, Field
 
-from shared.contract.base import TenantId, TenantScoped
+from engram_client.contract.base import TenantId, TenantScoped
 
 EventKind = Literal["entry_created", "entries_merged", "entry_superseded", "entries_forgotten"]
 
@@ -65,3 +65,14 @@ class EntriesForgotten(Event):
     entry_ids: list[str] = Field(default_factory=list)
     count: int
     reason: str
+
+
+EVENT_TYPES: dict[EventKind, type[Event]] = {
+    model.kind: model for model in (EntryCreated, EntriesMerged, EntrySuperseded, EntriesForgotten)}
+
+
+def parse_event(subject: str, data: bytes) -> Event | None:
+    """The event a message on `<prefix>.<tenant>.events.<kind>` carries; None for a kind this client does not know
+    (a newer engram may announce more)."""
+    model = EVENT_TYPES.get(subject.rsplit(".", 1)[-1])  # type: ignore[call-overload]
+    return model.model_validate_json(data) if model is not None else None

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, FiniteFloat, StringConstraints, field_validator
 
-from shared.errors import ErrorCode, Forbidden, InvalidRequest
+from engram_client.errors import ErrorCode, Forbidden, InvalidRequest
 
 SCHEMA_VERSION = 1
 TENANT_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"

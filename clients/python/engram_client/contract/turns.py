@@ -3,7 +3,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field
 
-from shared.contract.base import Id, MetadataValue, Name, TenantScoped, Text, bounded_metadata
+from engram_client.contract.base import Id, MetadataValue, Name, TenantScoped, Text, bounded_metadata
 
 Role = Literal["user", "assistant", "system", "other"]
 

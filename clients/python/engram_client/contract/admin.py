@@ -3,7 +3,7 @@ from typing import Literal, Self
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from shared.contract.base import MAX_IDS, EntryId, Id, Reply, TenantScoped
+from engram_client.contract.base import MAX_IDS, EntryId, Id, Reply, TenantScoped
 
 EntryKind = Literal["episodic", "fact", "profile"]
 

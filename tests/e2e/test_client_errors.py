@@ -1,0 +1,133 @@
+"""Every error code of the contract, produced once through engram_client's MemoryClient against a running engram, as
+the exception class that carries it: invalid_request, forbidden, not_found, unavailable (with the retry hint
+honoured), timeout, internal.
+
+Elsewhere too: `forbidden` in test_isolation, `unavailable` and `timeout` from a failing or stalled dependency in
+test_chaos_dependencies, the retry hint under a real flood in test_fairness. Here a gate in front of the retriever's
+recall (the real handler, its middleware and the real wire around it) holds or breaks recalls of one tenant, so each
+code comes back the same way every run.
+"""
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from engram_client import MemoryClient
+from engram_client.contract import RecallRequest
+from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
+from services.retriever import app as retriever_app
+from services.stack import Running
+from tests.conftest import conversation, unique
+from tests.e2e.helpers import store_all
+
+WORKERS, SHARE = 16, 0.5   # the retriever of the module's stack: a tenant may hold 8 recalls at once
+
+
+class Gate:
+    """In front of the retriever's answer_recall: recalls of `held` tenants wait until `open`; of `broken` ones
+    raise an error engram did not expect; every other recall goes straight through."""
+
+    def __init__(self, answer: Callable[..., Awaitable[Any]]) -> None:
+        self.answer = answer
+        self.held: set[str] = set()
+        self.broken: set[str] = set()
+        self.waiting = 0
+        self.opened = asyncio.Event()
+
+    async def __call__(self, retrieval: Any, working_memory: Any, tenant: str, *args: Any) -> Any:
+        if tenant in self.broken:
+            raise RuntimeError("a bug engram did not foresee")
+        if tenant in self.held:
+            self.waiting += 1
+            await self.opened.wait()
+        return await self.answer(retrieval, working_memory, tenant, *args)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
+    """The gate, in place for one test (released at its end, so nothing is left waiting)."""
+    switch = Gate(retriever_app.answer_recall)
+    monkeypatch.setattr(retriever_app, "answer_recall", switch)
+    yield switch
+    switch.opened.set()
+
+
+def refusals() -> float:
+    """Recalls refused so far because their tenant had its share in flight (each one sent the retry hint)."""
+    return REGISTRY.get_sample_value("engram_tenant_limited_total", {"kind": "recall"}) or 0.0
+
+
+async def test_invalid_requests_and_bad_tenants_raise_invalid_request(stack: Running) -> None:
+    for bad in ("acme.recall", "*", "", "dlq", "a" * 65):  # a tenant the subject cannot carry, or the reserved one
+        with pytest.raises(InvalidRequest, match="tenant id"):
+            await MemoryClient.connect(stack.nats_url, bad)
+    async with await MemoryClient.connect(stack.nats_url, unique("errors")) as client:
+        # A request the client's own model would refuse, sent as is: engram refuses it with the same reason.
+        unchecked = RecallRequest.model_construct(query="hello", k=0, mode="fast")
+        with pytest.raises(InvalidRequest, match=r"invalid_request: .*k"):
+            await client.recall(unchecked)
+
+
+async def test_another_tenants_payload_is_forbidden_and_its_entries_are_not_found(stack: Running) -> None:
+    """`forbidden` for a payload naming another tenant; `not_found` for the history of its entry; a forget of its
+    entry ids finds and deletes nothing (the contract: engram never says whether another tenant holds an id)."""
+    tenant, other = unique("errors"), unique("errors")
+    async with await MemoryClient.connect(stack.nats_url, tenant) as client, \
+            await MemoryClient.connect(stack.nats_url, other) as neighbour:
+        with pytest.raises(Forbidden, match=repr(other)):
+            await client.recall("anything", tenant_id=other)
+        await store_all(neighbour, conversation([("Bo", "My bike is a red Bianchi.")], conversation_id="n1"))
+        [theirs] = (await neighbour.entries(op="list", kind="episodic")).entries
+        with pytest.raises(NotFound, match=theirs.id):
+            await client.entries(op="history", ids=[theirs.id])
+        receipt = await client.forget(entry_ids=[theirs.id])
+        assert receipt.deleted.total == 0 and receipt.verified
+        assert (await neighbour.entries(op="history", ids=[theirs.id])).entries[0].id == theirs.id
+
+
+async def test_unavailable_after_honouring_the_retry_hint_then_answered(stack: Running, gate: Gate) -> None:
+    """The tenant has its share of the retriever in flight: engram refuses each further recall `unavailable` with
+    the retry hint; the client asks again, backing off, until its timeout, then raises Unavailable. Once the
+    share is free the same call is answered."""
+    tenant = unique("errors")
+    gate.held.add(tenant)
+    async with await MemoryClient.connect(stack.nats_url, tenant, timeout_s=30) as holder, \
+            await MemoryClient.connect(stack.nats_url, tenant, timeout_s=1.5) as client:
+        share = int(WORKERS * SHARE)
+        holding = [asyncio.create_task(holder.recall(f"question {i}")) for i in range(share)]
+        while gate.waiting < share:
+            await asyncio.sleep(0.01)
+        before = refusals()
+        with pytest.raises(Unavailable, match="in flight") as refused:
+            await client.recall("one more")
+        assert refused.value.retryable
+        assert refusals() - before >= 2, "the client gave up at the first refusal instead of honouring the hint"
+        gate.opened.set()
+        assert all(reply.error is None for reply in await asyncio.gather(*holding))
+        assert (await client.recall("one more")).entries == []
+
+
+async def test_timeout_and_internal(stack: Running, gate: Gate) -> None:
+    """A recall engram does not answer within the client's timeout raises Timeout; one that hits an error engram
+    did not expect answers `internal`, and the service keeps answering."""
+    slow, broken = unique("errors"), unique("errors")
+    gate.held.add(slow)
+    gate.broken.add(broken)
+    async with await MemoryClient.connect(stack.nats_url, slow, timeout_s=0.5) as client:
+        with pytest.raises(Timeout, match=r"did not answer within 0\.5s") as late:
+            await client.recall("anyone there?")
+        assert late.value.retryable
+    async with await MemoryClient.connect(stack.nats_url, broken) as client:
+        with pytest.raises(EngramError, match=r"internal: internal error \(RuntimeError\)") as failed:
+            await client.recall("anyone there?")
+        assert failed.value.code == "internal" and not failed.value.retryable
+        gate.broken.clear()
+        assert (await client.recall("anyone there?")).entries == []
+
+
+async def test_nobody_answering_is_unavailable(stack: Running) -> None:
+    async with await MemoryClient.connect(stack.nats_url, unique("errors"), prefix="nobody") as client:
+        with pytest.raises(Unavailable, match="nobody answers nobody"):
+            await client.recall("hello")
