@@ -22,7 +22,8 @@ from services.stack import Running
 from tests.conftest import conversation, unique
 from tests.e2e.helpers import store_all
 
-WORKERS, SHARE = 16, 0.5   # the retriever of the module's stack: a tenant may hold 8 recalls at once
+# The retriever of the module's stack: a tenant may hold 8 recalls at once, and 64 more may wait.
+WORKERS, SHARE, QUEUE = 16, 0.5, 64
 
 
 class Gate:
@@ -88,9 +89,9 @@ async def test_another_tenants_payload_is_forbidden_and_its_entries_are_not_foun
 
 
 async def test_unavailable_after_honouring_the_retry_hint_then_answered(stack: Running, gate: Gate) -> None:
-    """The tenant has its share of the retriever in flight: engram refuses each further recall `unavailable` with
-    the retry hint; the client asks again, backing off, until its timeout, then raises Unavailable. Once the
-    share is free the same call is answered."""
+    """The tenant has its share of the retriever in flight and its queue full: engram refuses each further recall
+    `unavailable` with the retry hint; the client asks again, backing off, until its timeout, then raises
+    Unavailable. Once the share is free the same call is answered."""
     tenant = unique("errors")
     gate.held.add(tenant)
     async with await MemoryClient.connect(stack.nats_url, tenant, timeout_s=30) as holder, \
@@ -99,13 +100,19 @@ async def test_unavailable_after_honouring_the_retry_hint_then_answered(stack: R
         holding = [asyncio.create_task(holder.recall(f"question {i}")) for i in range(share)]
         while gate.waiting < share:
             await asyncio.sleep(0.01)
+        # The queue fills with requests sent on the same connection before the refused one (NATS keeps their
+        # order); they wait there, while their own client gives up on them.
+        waiting = [asyncio.create_task(client.recall(f"waits {i}")) for i in range(QUEUE)]
+        for _ in range(3):
+            await asyncio.sleep(0)
         before = refusals()
-        with pytest.raises(Unavailable, match="in flight") as refused:
+        with pytest.raises(Unavailable, match="waiting") as refused:
             await client.recall("one more")
         assert refused.value.retryable
         assert refusals() - before >= 2, "the client gave up at the first refusal instead of honouring the hint"
         gate.opened.set()
         assert all(reply.error is None for reply in await asyncio.gather(*holding))
+        await asyncio.gather(*waiting, return_exceptions=True)
         assert (await client.recall("one more")).entries == []
 
 
