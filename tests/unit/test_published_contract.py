@@ -1,0 +1,59 @@
+"""The published contract (contract/: JSON Schemas, AsyncAPI; clients/typescript's generated types) is what the
+pydantic models give now, the AsyncAPI initiative's own parser accepts the document, and tsc accepts the types."""
+import json
+from pathlib import Path
+
+import yaml
+
+from services import contract
+from tests.node_packages import CONTRACT, run_node
+
+
+def test_the_committed_contract_is_what_the_models_give() -> None:
+    """Regenerated from the models, every committed schema and the AsyncAPI document are the same, byte for byte."""
+    stale = contract.differences(CONTRACT)
+    assert not stale, f"{stale} differ from the models: run `make contract` and commit the result"
+
+
+def test_the_committed_typescript_types_are_what_the_schemas_give() -> None:
+    done = run_node("scripts/generate-types.mjs", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_asyncapi_parser_accepts_the_document() -> None:
+    """@asyncapi/parser (the parser of the AsyncAPI CLI and Studio) reports no error."""
+    done = run_node("scripts/validate-asyncapi.mjs", str(CONTRACT / contract.ASYNCAPI_FILE))
+    assert done.returncode == 0 and "VALID" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_asyncapi_parser_rejects_a_broken_document(tmp_path: Path) -> None:
+    """The check above can fail: an operation pointing at a message that does not exist is an error."""
+    document = yaml.safe_load((CONTRACT / contract.ASYNCAPI_FILE).read_text())
+    document["operations"]["recall"]["messages"] = [{"$ref": "#/channels/recall/messages/Nothing"}]
+    broken = tmp_path / "asyncapi.yaml"
+    broken.write_text(yaml.safe_dump(document))
+    done = run_node("scripts/validate-asyncapi.mjs", str(broken))
+    assert done.returncode == 1 and "INVALID" in done.stdout, done.stdout + done.stderr
+
+
+def test_tsc_accepts_the_client_and_the_generated_types() -> None:
+    done = run_node("node_modules/typescript/bin/tsc", "--noEmit", "-p", "tsconfig.json", timeout_s=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_message_and_error_code_is_published() -> None:
+    """Requests, replies, events and headers each have a schema; the error codes are the ones errors.py defines."""
+    names = {p.stem for p in (CONTRACT / "schemas").glob("*.json")}
+    assert {"Turn", "Flush", "RecallRequest", "RecallResponse", "EntriesRequest", "EntriesResponse", "Forget",
+            "ForgetResult", "ConsolidateRequest", "ConsolidationSummary", "ErrorReply", "EntryCreated",
+            "EntriesMerged", "EntrySuperseded", "EntriesForgotten", "TurnHeaders", "ReplyHeaders",
+            "DeadLetterHeaders"} <= names
+    error = json.loads((CONTRACT / "schemas" / "ErrorReply.json").read_text())["$defs"]["ErrorBody"]
+    assert error["properties"]["code"]["enum"] == ["invalid_request", "forbidden", "not_found", "unavailable",
+                                                   "timeout", "internal"]
+    document = yaml.safe_load((CONTRACT / contract.ASYNCAPI_FILE).read_text())
+    assert document["operations"]["recall"]["reply"]["channel"] == {"$ref": "#/channels/recallReply"}
+    assert document["operations"]["recall"]["bindings"]["nats"]["queue"] == "retriever"
+    assert "Nats-Msg-Id" in document["components"]["schemas"]["TurnHeaders"]["properties"]
+    assert "Engram-Retry-After-Ms" in document["components"]["schemas"]["ReplyHeaders"]["properties"]
+    assert document["channels"]["turns"]["x-jetstream"]["stream"] == "MEM_TURNS"
