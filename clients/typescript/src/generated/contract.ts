@@ -69,6 +69,16 @@ export interface ConsolidationSummary {
  * via the `definition` "ErrorBody".
  */
 export interface ErrorBody {
+  /**
+   * The wire error code:
+   * - `invalid_request`: The input cannot be processed as given; resending it unchanged will fail again.
+   * - `forbidden`: The caller may not do this, e.g. a payload naming another tenant than its subject.
+   * - `not_found`: The named entry, conversation or user does not exist for this tenant.
+   * - `unavailable`: A dependency (store, embedder, broker, LLM) cannot be reached right now; worth retrying.
+   * - `timeout`: A dependency did not answer in time; worth retrying.
+   * - `internal`: anything else that failed (the service logged it).
+   * An `unavailable` reply carrying `Engram-Retry-After-Ms` asks to be retried after that many ms.
+   */
   code: "invalid_request" | "forbidden" | "not_found" | "unavailable" | "timeout" | "internal";
   message: string;
 }
