@@ -4,8 +4,10 @@ import json
 from pathlib import Path
 
 import yaml
+from typer.testing import CliRunner
 
 from services import contract
+from services.cli import app
 from tests.node_packages import CONTRACT, run_node
 
 
@@ -13,6 +15,17 @@ def test_the_committed_contract_is_what_the_models_give() -> None:
     """Regenerated from the models, every committed schema and the AsyncAPI document are the same, byte for byte."""
     stale = contract.differences(CONTRACT)
     assert not stale, f"{stale} differ from the models: run `make contract` and commit the result"
+
+
+def test_engram_contract_writes_the_files_and_check_finds_a_stale_one(tmp_path: Path) -> None:
+    """`engram contract --out` writes what is committed; `--check` passes on it, and fails once a file changes."""
+    runner = CliRunner()
+    assert runner.invoke(app, ["contract", "--out", str(tmp_path)]).exit_code == 0
+    assert (tmp_path / "asyncapi.yaml").read_text() == (CONTRACT / "asyncapi.yaml").read_text()
+    assert runner.invoke(app, ["contract", "--out", str(tmp_path), "--check"]).exit_code == 0
+    (tmp_path / "schemas" / "Turn.json").write_text("{}")
+    stale = runner.invoke(app, ["contract", "--out", str(tmp_path), "--check"])
+    assert stale.exit_code == 1 and "Turn.json" in stale.output, stale.output
 
 
 def test_the_committed_typescript_types_are_what_the_schemas_give() -> None:
