@@ -20,7 +20,12 @@ LLM_STAMP     := $(LLM_VENV)/.installed-$(shell echo '$(LLAMA_CPP_PIN) $(SMOLLM2
 # a subproject build). -march=native: the wheel is cached and used on this machine only.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON
 
-.PHONY: run test lint system-deps bench soak flood eval clean llm-venv llm-check
+# The TypeScript client's npm packages (and the contract's tools: the AsyncAPI parser, the type generator, tsc), from
+# the committed package-lock.json; reinstalled only when the lock changes (npm writes the marker last).
+TS_CLIENT := clients/typescript
+NODE_STAMP := $(TS_CLIENT)/node_modules/.package-lock.json
+
+.PHONY: run test lint system-deps bench soak flood eval clean llm-venv llm-check contract node-deps
 
 # Reinstall only when a pyproject.toml changed since the last install (or the venv is missing). The light client
 # (clients/python, engram-client) goes in with the server, which imports the wire contract from it.
@@ -36,8 +41,19 @@ run: $(STAMP)
 	$(BIN)/engram up
 
 # LLM_SERVER_REQUIRED: the real-server check fails, never skips, when its venv is missing.
-test: $(STAMP) lint system-deps $(LLM_STAMP)
+test: $(STAMP) lint system-deps $(LLM_STAMP) $(NODE_STAMP)
 	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra
+
+$(NODE_STAMP): $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
+node-deps: $(NODE_STAMP)
+
+# The published contract from the pydantic models: contract/schemas/*.json, contract/asyncapi.yaml, and the
+# TypeScript client's types generated from those schemas.
+contract: $(STAMP) $(NODE_STAMP)
+	$(BIN)/engram contract --out contract
+	cd $(TS_CLIENT) && node scripts/generate-types.mjs
 
 lint: $(STAMP)
 	$(BIN)/ruff check clients/python shared services tests bench
@@ -82,4 +98,4 @@ eval: $(STAMP)
 	$(BIN)/engram eval locomo --out eval-out
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LLM_VENV) data .pytest_cache .mypy_cache .ruff_cache $(TS_CLIENT)/node_modules $(TS_CLIENT)/dist

@@ -9,8 +9,8 @@ from services.cli import commands, demo, evaluate, mcp_command, serve
 app = typer.Typer(help="engram: conversational memory over NATS and Qdrant.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 for command in (serve.up, serve.ingestor, serve.retriever, serve.consolidator, commands.ingest, commands.recall,
-                commands.entries, commands.forget, commands.consolidate, commands.rebuild, demo.demo,
-                mcp_command.mcp):
+                commands.entries, commands.forget, commands.consolidate, commands.rebuild, commands.contract,
+                demo.demo, mcp_command.mcp):
     app.command()(command)
 app.add_typer(evaluate.app, name="eval")
 

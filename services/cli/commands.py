@@ -182,3 +182,21 @@ def rebuild(into: str = typer.Option(..., "--into", help="name of the new build 
     atomically (recall keeps answering throughout)."""
     settings = load_settings()
     run(_rebuild(nats_url(settings, nats), settings.subject_prefix, into, window_turns, timeout_s, as_json))
+
+
+def contract(out: Annotated[Path, typer.Option("--out", help="the contract folder")] = Path("contract"),
+             check: bool = typer.Option(False, "--check", help="write nothing; fail if the files differ")) -> None:
+    """Write the published contract from the pydantic models: a JSON Schema per message (`schemas/`) and the
+    AsyncAPI 3.0 document of the NATS API (`asyncapi.yaml`)."""
+    from services import contract as published  # FastStream's AsyncAPI code loads only for this command
+
+    if check:
+        stale = published.differences(out)
+        if stale:
+            console.print(f"[red]{len(stale)} contract files differ from the models[/red] in {out}: "
+                          f"{', '.join(stale)}; run `engram contract` (make contract)")
+            raise typer.Exit(1)
+        console.print(f"the contract in {out} matches the models")
+        return
+    written = published.write(out)
+    console.print(f"wrote {len(written)} contract files into {out}")
