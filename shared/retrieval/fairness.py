@@ -102,12 +102,12 @@ class FairQueue:
                          f"at once")
 
     async def _wait(self, tenant: str) -> None:
-        waiters = self._waiting.setdefault(tenant, deque())
-        if len(waiters) >= self.queue:
-            raise self._refuse(tenant, f"already has {len(waiters)} {self.kind} requests waiting "
+        queued = len(self._waiting.get(tenant, ()))
+        if queued >= self.queue:
+            raise self._refuse(tenant, f"already has {queued} {self.kind} requests waiting "
                                        f"(ENGRAM_RECALL_TENANT_QUEUE={self.queue})")
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiters.append(turn)
+        self._waiting.setdefault(tenant, deque()).append(turn)
         try:
             await asyncio.wait_for(asyncio.shield(turn), self.max_wait_s)
         except BaseException as exc:

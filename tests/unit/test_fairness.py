@@ -162,3 +162,16 @@ async def test_only_tenants_with_requests_are_kept() -> None:
         async with queue.turn(f"tenant-{i}"):
             pass
     assert queue._running == {} and queue._waiting == {}
+
+
+async def test_without_a_queue_a_request_past_the_share_is_refused_and_leaves_nothing_behind() -> None:
+    """Queue 0 is the old behaviour: refused at once past the share; the next request of the tenant is let in."""
+    queue = FairQueue("recall", workers=2, share=0.5, queue=0, max_wait_s=60)
+    async with queue.turn("t"):
+        with pytest.raises(Unavailable, match="ENGRAM_RECALL_TENANT_QUEUE=0"):
+            async with queue.turn("t"):
+                pytest.fail("let in past the share")
+        assert queue.waiting("t") == 0
+    assert queue._waiting == {}
+    async with queue.turn("t"):
+        assert queue.held("t") == 1
