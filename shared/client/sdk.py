@@ -85,6 +85,9 @@ class MemoryClient:
         except (NoRespondersError, NoStreamResponseError) as exc:
             raise Unavailable(f"no JetStream stream takes {subject}; is engram's ingestor running?") from exc
         except NatsTimeout as exc:
+            if not self._nc.is_connected:  # NATS is away: nothing acknowledged the turn; send it again later
+                raise Unavailable(f"publishing to {subject}: NATS is unreachable (reconnecting); the turn was not "
+                                  f"acknowledged within {self._timeout_s:g} s, send it again") from exc
             raise Timeout(f"publishing to {subject} timed out") from exc
         except (OutboundBufferLimitError, ConnectionClosedError) as exc:
             raise Unavailable(f"cannot publish to {subject} now: {type(exc).__name__}") from exc
