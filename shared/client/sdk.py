@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from nats.aio.client import Client
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
@@ -70,8 +71,15 @@ class MemoryClient:
         return cls(nc, tenant, prefix, timeout_s)
 
     async def close(self) -> None:
-        """Flush pending publishes and disconnect."""
-        await self._nc.drain()
+        """Flush pending publishes and disconnect. While NATS is away there is nothing to flush to: what the client
+        buffered is dropped (those publishes were never acknowledged) and it closes without raising."""
+        if self._nc.is_connected:
+            try:
+                await self._nc.drain()
+                return
+            except (NatsError, OSError) as exc:  # the server went away while draining
+                log.debug("draining the NATS connection: %s", exc)
+        await connection.close(self._nc)
 
     async def __aenter__(self) -> "MemoryClient":
         return self
