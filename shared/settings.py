@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     nats_url: str | None = None               # None: start the embedded nats-server in data_dir/nats
     nats_port: int = Field(default=4222, ge=0, le=65535)  # embedded server's port; 0 picks a free one
+    # Replicas of every stream and key-value bucket engram creates; None: what the server allows (1 on a single
+    # server, 3 on a JetStream cluster).
+    nats_replicas: int | None = Field(default=None, ge=1, le=5)
     qdrant_url: str | None = None             # None: Qdrant Edge in data_dir/qdrant
     collection: str = Field(default="engram_memory", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     subject_prefix: str = Field(default="mem", pattern=r"^[A-Za-z0-9_-]{1,32}$")
@@ -145,7 +148,9 @@ class Settings(BaseSettings):
     @field_validator("nats_url")
     @classmethod
     def _nats_scheme(cls, value: str | None) -> str | None:
-        return _has_scheme("nats_url", value, ("nats", "tls", "ws", "wss"))
+        for one in (value or "").split(","):  # a cluster's servers may be listed, separated by commas
+            _has_scheme("nats_url", one.strip(), ("nats", "tls", "ws", "wss"))
+        return value or None
 
     @field_validator("qdrant_url", "openai_base_url", "llm_base_url")
     @classmethod

@@ -27,11 +27,12 @@ R = TypeVar("R")
 WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT = 10071, 10164
 
 
-async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str) -> KeyValue:
+async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str, replicas: int) -> KeyValue:
     try:
         return await js.key_value(name)
     except BucketNotFoundError:
-        return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description))
+        return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description,
+                                                        replicas=replicas))
 
 
 class LeaseLost(Unavailable):
@@ -45,11 +46,11 @@ class Leases:
         self._leases, self._runs, self.holder, self.ttl_s = leases, runs, holder, ttl_s
 
     @classmethod
-    async def open(cls, js: JetStreamContext, prefix: str, holder: str, ttl_s: float) -> "Leases":
-        """Open (creating on first use) the buckets; `holder` names this replica in the leases it takes."""
+    async def open(cls, js: JetStreamContext, prefix: str, holder: str, ttl_s: float, replicas: int = 1) -> "Leases":
+        """Open (creating on first use, with `replicas`) the buckets; `holder` names this replica in its leases."""
         leases_name, runs_name = streams.consolidation_buckets(prefix)
-        leases = await _bucket(js, leases_name, ttl_s, "engram: consolidation lease per tenant (expiring)")
-        runs = await _bucket(js, runs_name, None, "engram: last scheduled consolidation per tenant")
+        leases = await _bucket(js, leases_name, ttl_s, "engram: consolidation lease per tenant (expiring)", replicas)
+        runs = await _bucket(js, runs_name, None, "engram: last scheduled consolidation per tenant", replicas)
         return cls(leases, runs, holder, ttl_s)
 
     def _value(self) -> bytes:

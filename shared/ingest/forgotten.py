@@ -50,14 +50,14 @@ class ForgetMarks:
         self.kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext, prefix: str) -> "ForgetMarks":
-        """Open the bucket, creating it on first use."""
+    async def open(cls, js: JetStreamContext, prefix: str, replicas: int = 1) -> "ForgetMarks":
+        """Open the bucket, creating it (with `replicas`) on first use."""
         name = bucket_name(prefix)
         try:
             return cls(await js.key_value(name))
         except BucketNotFoundError:
             return cls(await js.create_key_value(KeyValueConfig(
-                bucket=name, history=1, ttl=MARK_TTL_S,
+                bucket=name, history=1, ttl=MARK_TTL_S, replicas=replicas,
                 description="engram: a forgotten user's or conversation's turns up to this sequence are dropped")))
 
     async def mark(self, tenant: str, *, through_seq: int, user_id: str | None = None,

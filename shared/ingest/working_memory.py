@@ -76,7 +76,7 @@ def conversation_of(kv_key: str) -> tuple[str, str]:
     return tenant, base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
 
 
-async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str) -> KeyValue:
+async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str, replicas: int) -> KeyValue:
     try:
         kv = await js.key_value(name)
     except BucketNotFoundError:
@@ -88,7 +88,7 @@ async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, descript
         return kv
     # limit_marker_ttl turns on per-message TTLs, which purge markers use so that they expire.
     return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description,
-                                                    limit_marker_ttl=MARKER_TTL_S))
+                                                    limit_marker_ttl=MARKER_TTL_S, replicas=replicas))
 
 
 class WorkingMemory:
@@ -106,21 +106,25 @@ class WorkingMemory:
         self.forgotten = forgotten
 
     @classmethod
-    async def open(cls, js: JetStreamContext, prefix: str, ttl_s: float | None = None) -> "WorkingMemory":
+    async def open(cls, js: JetStreamContext, prefix: str, ttl_s: float | None = None,
+                   replicas: int = 1) -> "WorkingMemory":
         """Open the buckets, creating them on first use.
 
         Args:
             ttl_s: forget a conversation's buffer and turns this long after their last change (None: keep).
+            replicas: of a bucket this creates (one that exists keeps its own).
         """
         buffers, turns, open_index = bucket_names(prefix)
         # Marks never expire by age: one stays while its conversation has turns waiting, however long.
-        index = await _bucket(js, open_index, None, "engram working memory: conversations with open windows")
-        return cls(js, prefix, await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation"),
-                   await _bucket(js, turns, ttl_s, "engram working memory: turn texts"),
+        index = await _bucket(js, open_index, None, "engram working memory: conversations with open windows",
+                              replicas)
+        return cls(js, prefix, await _bucket(js, buffers, ttl_s, "engram working memory: a buffer per conversation",
+                                             replicas),
+                   await _bucket(js, turns, ttl_s, "engram working memory: turn texts", replicas),
                    OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S),
                    await _bucket(js, summaries_bucket_name(prefix), ttl_s,
-                                 "engram working memory: running summaries of older turns"),
-                   await ForgetMarks.open(js, prefix))
+                                 "engram working memory: running summaries of older turns", replicas),
+                   await ForgetMarks.open(js, prefix, replicas))
 
     async def summary(self, tenant: str, conversation_id: str) -> CachedSummary | None:
         """The conversation's running summary, if one was made."""

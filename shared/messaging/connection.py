@@ -4,13 +4,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nats import errors as nats_errors
 from nats.aio.client import Client
 from nats.js import errors as js_errors
 
-from engram_client.connection import FIRST_CONNECT_RETRY_S, FIRST_CONNECT_TIMEOUT_S, check_listening, choose_server
+from engram_client.connection import (
+    FIRST_CONNECT_RETRY_S,
+    FIRST_CONNECT_TIMEOUT_S,
+    check_listening,
+    choose_server,
+    server_urls,
+)
 from engram_client.errors import Timeout, Unavailable
 from engram_client.security import ANONYMOUS, NatsSecurity
 from shared.security import broker_options
@@ -19,6 +25,13 @@ if TYPE_CHECKING:
     from faststream.nats import NatsBroker
 
 log = logging.getLogger("engram.nats")
+
+
+def server_info(nc: Client) -> dict[str, Any]:
+    """The INFO the connected server sent (its name, its cluster and the cluster's client URLs); nats-py keeps it
+    without a public accessor."""
+    info: dict[str, Any] = nc._server_info
+    return info
 
 
 async def stop_broker(broker: "NatsBroker") -> None:
@@ -62,7 +75,7 @@ async def open_broker(url: str, name: str, security: NatsSecurity = ANONYMOUS) -
     """
     from faststream.nats import NatsBroker
 
-    broker = NatsBroker(url, name=name, max_reconnect_attempts=-1, connect_timeout=2,
+    broker = NatsBroker(server_urls(url), name=name, max_reconnect_attempts=-1, connect_timeout=2,
                         reconnect_time_wait=FIRST_CONNECT_RETRY_S, reconnect_to_server_handler=choose_server,
                         log_level=logging.DEBUG, logger=logging.getLogger("faststream"), **broker_options(security))
     try:

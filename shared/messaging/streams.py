@@ -3,6 +3,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -12,6 +13,7 @@ from nats.js.errors import NotFoundError
 from nats.js.kv import KV_MARKER_REASON, KV_OP
 
 from engram_client import subjects
+from shared.errors import ConfigError
 from shared.messaging.connection import transient
 
 log = logging.getLogger("engram.streams")
@@ -49,26 +51,54 @@ def consolidation_buckets(prefix: str) -> tuple[str, str]:
     return f"{base}_LEASES", f"{base}_RUNS"
 
 
+DEFAULT_CLUSTER_REPLICAS = 3
+
+
+def replicas(server_info: dict[str, Any], wanted: int | None) -> int:
+    """How many replicas engram gives the streams and buckets it creates.
+
+    Args:
+        server_info: the INFO the connected server sent (`connection.server_info`): a server of a cluster names
+            its cluster. (Its `connect_urls` cannot count the members: a server listening on every interface lists
+            one URL per address.)
+        wanted: ENGRAM_NATS_REPLICAS; None picks what the server allows: 1 on a single server, 3 on a cluster
+            (JetStream's recommended size; a cluster of two needs the setting).
+
+    Raises:
+        ConfigError: more replicas than a single server can hold.
+    """
+    clustered = bool(server_info.get("cluster"))
+    if wanted is None:
+        return DEFAULT_CLUSTER_REPLICAS if clustered else 1
+    if wanted > 1 and not clustered:
+        raise ConfigError(f"ENGRAM_NATS_REPLICAS={wanted} but the NATS server "
+                          f"{server_info.get('server_name', '?')!r} is not part of a cluster; set it to 1 (or unset "
+                          "it), or run a JetStream cluster of at least that many servers")
+    return wanted
+
+
 INGESTOR_DURABLE = "ingestor"
 TURNS_DUPLICATE_WINDOW_S = 120.0
 DLQ_MAX_AGE_S = 14 * 24 * 3600.0
 DEFAULT_TURN_RETENTION_S = 30 * 24 * 3600.0
 
 
-async def ensure(js: JetStreamContext, prefix: str, turn_retention_s: float | None = DEFAULT_TURN_RETENTION_S) -> None:
+async def ensure(js: JetStreamContext, prefix: str, turn_retention_s: float | None = DEFAULT_TURN_RETENTION_S,
+                 num_replicas: int = 1) -> None:
     """Create the turns and dead-letter streams, or bring an existing stream's subjects and age limit up to date.
 
     The turns stream keeps every turn for `turn_retention_s` (None: for ever) after it is in memory, so that
     `engram rebuild` can derive the memory again; forget erases a person's turns from it. A stream made by an older
     engram as a work queue (acked turns gone) cannot change its retention: it is left as it is, with a warning.
+    An existing stream keeps the replicas it has (an operator may have changed them).
     """
     wanted = [
         StreamConfig(name=turns_stream(prefix), subjects=turns_subjects(prefix), storage=StorageType.FILE,
                      retention=RetentionPolicy.LIMITS, max_age=turn_retention_s or 0.0,
-                     duplicate_window=TURNS_DUPLICATE_WINDOW_S,
+                     duplicate_window=TURNS_DUPLICATE_WINDOW_S, num_replicas=num_replicas,
                      description="engram: chat turns and flushes, ordered per tenant, kept for rebuilds"),
         StreamConfig(name=dlq_stream(prefix), subjects=dlq_subjects(prefix), storage=StorageType.FILE,
-                     retention=RetentionPolicy.LIMITS, max_age=DLQ_MAX_AGE_S,
+                     retention=RetentionPolicy.LIMITS, max_age=DLQ_MAX_AGE_S, num_replicas=num_replicas,
                      description="engram: messages that could not be processed, reason in headers"),
     ]
     for config in wanted:

@@ -79,15 +79,17 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
     broker, nc = await connection.open_broker(nats_url, name, nats_security(settings))
     try:
         js = nc.jetstream()
-        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s)
-        working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
+        replicas = streams.replicas(connection.server_info(nc), settings.nats_replicas)
+        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s, replicas)
+        working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s,
+                                                  replicas=replicas)
         publish = events.publisher(nc, settings.subject_prefix)
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
                         publish=publish, dim=embedding_dim(settings))
         consolidation = Consolidation(store=store, publish=publish, sparse=Bm25Encoder(settings.bm25_language),
                                       settings=settings, llm=llm)
         holder = f"{socket.gethostname()}:{os.getpid()}:{name}"
-        leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s)
+        leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s, replicas)
         yield ConsolidatorDeps(settings=settings, broker=broker, places=places, consolidation=consolidation,
                                leases=leases, llm=llm)
     finally:

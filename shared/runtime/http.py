@@ -89,6 +89,7 @@ async def serving(host: str, port: int, health: Health) -> AsyncIterator[int]:
         raise ConfigError(f"the HTTP server on {host}:{bound} did not start: {task.exception()!r}")
     log.info("metrics and health on http://%s:%d", host, bound)
     metrics.build_info.labels(_version()).set(1)
+    metrics.initialise_series()
     watcher = asyncio.create_task(_watch_readiness(health), name="readiness")
     try:
         yield bound

@@ -20,6 +20,7 @@ from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.llm import LlmClient
 from shared.messaging import streams
+from shared.messaging.connection import server_info
 from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
@@ -55,8 +56,10 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
         embedder = open_embedder(settings)
         await _warm_up(embedder)
         js = nc.jetstream()
-        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s)
-        working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s)
+        replicas = streams.replicas(server_info(nc), settings.nats_replicas)
+        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s, replicas)
+        working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s,
+                                                  replicas=replicas)
         buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
                            max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)
         compressor, facts = compression(settings, llm)

@@ -1,4 +1,6 @@
 """Every Prometheus metric engram exports, in one place; labels are bounded (never a tenant id)."""
+from collections.abc import Sequence
+
 from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -92,6 +94,65 @@ summaries_total = Counter("engram_working_memory_summaries_total", "Summaries of
 
 ready = Gauge("engram_ready", "1 while this process's /readyz answers ready, else 0")
 build_info = Gauge("engram_build_info", "Always 1; the labels say which engram this is", ["version"])
+
+
+# The label values each labelled metric can take. Creating their children at start-up gives every series a 0 from
+# the first scrape: a rate or an alert over a series that does not exist yet never fires, and a panel shows
+# "no data". Kept literal here (metrics imports nothing of engram's); tests/unit/test_metrics_labels.py holds them
+# to the Literals they mirror (error codes, LLM purposes).
+ERROR_CODES = ("invalid_request", "forbidden", "not_found", "unavailable", "timeout", "internal")
+MODES = ("fast", "deep")
+LLM_PURPOSES = ("compress", "facts", "summary", "plan", "reflect", "consolidate")
+LLM_FAILURES = ("invalid", "timeout", "rate_limited", "error", "over_budget", "breaker_open", "deadline")
+KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]] = [
+    (turns_total, [("accepted",), ("duplicate",), ("forgotten",)]),
+    (windows_sealed_total, [("size",), ("idle",), ("flush",)]),
+    (window_failures_total, [(code,) for code in ERROR_CODES]),
+    (ingest_stage_seconds, [("compress",), ("embed",), ("upsert",)]),
+    (consumer_pending, [("ingestor",)]),
+    (consumer_ack_pending, [("ingestor",)]),
+    (consumer_redelivered, [("ingestor",)]),
+    (recall_seconds, [(mode,) for mode in MODES]),
+    (recall_requests_total, [(mode, outcome) for mode in MODES for outcome in ("ok", *ERROR_CODES)]
+     + [("unknown", "invalid_request")]),
+    (recall_stage_seconds, [("working_memory",), ("embed",), ("search",), ("plan",), ("render",)]),
+    (recall_entries_returned, [(mode,) for mode in MODES]),
+    (recall_empty_total, [(mode,) for mode in MODES]),
+    (recall_context_tokens, [(mode,) for mode in MODES]),
+    (requests_total, [(service, subject, outcome) for service, subject in (
+        ("retriever", "recall"), ("retriever", "entries"), ("consolidator", "consolidate"),
+        ("consolidator", "forget")) for outcome in ("ok", *ERROR_CODES)]),
+    (tenant_limited_total, [("recall",), ("entries",)]),
+    (dead_lettered_total, [(service, code) for service in ("ingestor", "closer") for code in ERROR_CODES]),
+    (retried_total, [(service, code) for service in ("ingestor", "closer") for code in ERROR_CODES]),
+    (unsettled_total, [("ingestor",), ("closer",)]),
+    (embed_seconds, [("query",), ("passage",)]),
+    (forgotten_total, [(place,) for place in ("entries", "working_memory", "turns", "queued_turns",
+                                               "dead_letters")]),
+    (consolidation_runs_total, [(trigger, outcome) for trigger in ("schedule", "request")
+                                for outcome in ("ok", "error")]),
+    (consolidation_forgotten_total, [("low_retention",), ("ttl",), ("cap",)]),
+    (lease_changes_total, [("acquired",), ("released",), ("lost",)]),
+    (entries_by_kind, [("episodic",), ("fact",), ("profile",)]),
+    (llm_calls_total, [(purpose, outcome) for purpose in LLM_PURPOSES
+                       for outcome in ("ok", "repaired", *LLM_FAILURES)]),
+    (llm_tokens_total, [(purpose, kind) for purpose in LLM_PURPOSES for kind in ("prompt", "completion")]),
+    (llm_seconds, [(purpose,) for purpose in LLM_PURPOSES]),
+    (llm_fallbacks_total, [(purpose, reason) for purpose in LLM_PURPOSES for reason in LLM_FAILURES]),
+    (summaries_total, [("cached",), ("model",), ("extractive",)]),
+]
+
+
+def initialise_series() -> None:
+    """Create every labelled metric's child for each known label value (at 0), so each series exists from start-up.
+
+    Every process does this for every metric, whatever services it runs: a dashboard or alert then reads 0, not
+    "no data", from any of them. A gauge so created reads 0 until its owner sets it (the recording rules take the
+    max across replicas, which the owner's value wins).
+    """
+    for metric, values in KNOWN_LABELS:
+        for labels in values:
+            metric.labels(*labels)
 
 
 def llm_tokens_by_purpose() -> dict[str, int]:

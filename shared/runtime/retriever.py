@@ -10,7 +10,7 @@ from faststream.nats import NatsBroker
 from shared.embedding import Bm25Encoder, Embedder, open_embedder
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
-from shared.messaging import connection
+from shared.messaging import connection, streams
 from shared.retrieval import Retrieval, warm_up
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
 from shared.retrieval.summary import Summarizer
@@ -45,8 +45,9 @@ async def open_retriever(settings: Settings, nats_url: str, *, store: Store, llm
     embedder: Embedder | None = None
     try:
         embedder = open_embedder(settings)
+        replicas = streams.replicas(connection.server_info(nc), settings.nats_replicas)
         working_memory = await WorkingMemory.open(nc.jetstream(), settings.subject_prefix,
-                                                  ttl_s=settings.working_memory_ttl_s)
+                                                  ttl_s=settings.working_memory_ttl_s, replicas=replicas)
         usage = UsageRecorder(store, settings.usage_flush_s)
         retrieval = Retrieval(store, embedder, Bm25Encoder(settings.bm25_language), settings,
                               max_reply_bytes=nc.max_payload - REPLY_HEADROOM_BYTES, usage=usage, llm=llm,

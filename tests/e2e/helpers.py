@@ -1,4 +1,6 @@
-"""Helpers for end-to-end tests: storing turns, dead letters, stored entries, raw publishes."""
+"""Helpers for end-to-end tests: storing turns, dead letters, stored entries, raw publishes, a NATS cluster."""
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -6,6 +8,8 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import EntryView, Turn
+from shared.messaging import nats_server
+from shared.messaging.nats_server import EmbeddedNats, free_port
 from shared.store import EntryFilter, Scope, Store
 
 
@@ -72,3 +76,32 @@ async def store_all(client: MemoryClient, turns: list[Turn], timeout_s: float = 
     for conversation_id in dict.fromkeys(t.conversation_id for t in turns):
         await client.flush(conversation_id)
     await wait_until_stored(client, turns, timeout_s=timeout_s)
+
+
+async def start_cluster(folder: Path, size: int = 3, name: str = "engram") -> list[EmbeddedNats]:
+    """`size` nats-servers from the wheel as one JetStream cluster on loopback (node i is `n<i>`, storing in
+    folder/n<i>), once its JetStream answers (a meta leader is elected)."""
+    route_ports = [free_port() for _ in range(size)]
+    routes = ", ".join(f'"nats-route://127.0.0.1:{port}"' for port in route_ports)
+    configs: list[Path] = []
+    for i, route_port in enumerate(route_ports):
+        (folder / f"n{i}").mkdir(parents=True)
+        configs.append(folder / f"n{i}" / "nats.conf")
+        # JetStream in a cluster needs each server named; the store folder comes from nats_server.start.
+        configs[-1].write_text(f"server_name: n{i}\ncluster {{\n  name: {name}\n  listen: 127.0.0.1:{route_port}\n"
+                               f"  routes: [{routes}]\n}}\n")
+    servers = list(await asyncio.gather(*(asyncio.to_thread(nats_server.start, config.parent / "jetstream",
+                                                            config=config) for config in configs)))
+    nc = await nats.connect(servers[0].url)
+    try:
+        for _ in range(300):  # no meta leader yet: JetStream's API does not answer (or answers 503)
+            try:
+                await nc.jetstream().account_info()
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the {size}-node cluster's JetStream never answered; logs in {folder}")
+    finally:
+        await nc.close()
+    return servers

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from engram_client import MemoryClient, wait_until_stored
+from engram_client import MemoryClient, connection, wait_until_stored
 from engram_client.contract import ConsolidateRequest, ConsolidationSummary
+from engram_client.errors import Unavailable
 from services.stack import running
 from shared.consolidation import run as runs
 from shared.consolidation import schedule
+from shared.consolidation.lease import Leases
 from shared.messaging import streams
 from shared.settings import Settings
 from tests.conftest import conversation, unique
@@ -117,3 +119,39 @@ async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tm
         async with await MemoryClient.connect(nats_url, clean) as client:
             await client.consolidate()
         assert await memory(nats_url, crashed) == await memory(nats_url, clean)
+
+
+async def test_a_forget_or_consolidate_waiting_past_the_lease_ttl_for_another_holder_is_answered_unavailable(
+        tmp_path: Path, nats_url: str) -> None:
+    """While another replica keeps a tenant's lease, `consolidate` and `forget` wait up to ENGRAM_LEASE_TTL_S and
+    then answer `unavailable` ("ask again later"); once the lease is given back, the same requests are served."""
+    tenant = unique("t")
+    settings = replicated(tmp_path, lease_ttl_s=1.0)
+    async with running(settings, nats_url=nats_url, ingestors=0, retrievers=0, consolidators=1), \
+            await MemoryClient.connect(nats_url, tenant) as client:
+        nc = await connection.connect(nats_url, "other-replica")
+        other = await Leases.open(nc.jetstream(), settings.subject_prefix, "other-replica", settings.lease_ttl_s)
+        revision = await other.acquire(tenant)
+        assert revision is not None
+        holding = asyncio.Event()
+
+        async def keep() -> None:  # renewed as a live holder does, well inside the lease's TTL
+            nonlocal revision
+            while not holding.is_set():
+                assert revision is not None
+                revision = await other.renew(tenant, revision)
+                await asyncio.sleep(settings.lease_ttl_s / 5)
+
+        keeper = asyncio.create_task(keep())
+        try:
+            with pytest.raises(Unavailable, match="ask again later"):
+                await client.consolidate()
+            with pytest.raises(Unavailable, match="ask again later"):
+                await client.forget(user_id="ana")
+        finally:
+            holding.set()
+            await keeper
+            await other.release(tenant, revision)
+            await nc.close()
+        assert (await client.consolidate()).owners == 0
+        assert (await client.forget(user_id="ana")).verified

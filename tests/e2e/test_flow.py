@@ -1,5 +1,6 @@
 """Turns published through NATS come back from recall, with working memory, events and entries."""
 import json
+from datetime import UTC, datetime, timedelta
 
 import nats
 
@@ -29,6 +30,20 @@ async def test_a_window_closes_at_n_turns_and_working_memory_is_returned(client:
     assert found.entries[0].source_turn_ids == [t.turn_id for t in turns[:window]]
     assert [t.turn_id for t in found.working_memory][-1] == turns[-1].turn_id
     assert "Recent turns:" in found.context
+
+
+async def test_recent_turns_come_back_in_ts_order_when_timestamps_disagree_with_arrival(
+        client: MemoryClient) -> None:
+    """Turns published in an order their timestamps contradict come back as working memory ordered by `ts`."""
+    start = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    turns = [make_turn(f"Line said at minute {m}.", conversation_id="c-ts", turn_id=f"ts-{m}",
+                       ts=start + timedelta(minutes=m)) for m in (20, 0, 10)]
+    await client.publish_turns(turns)  # fewer than a window: they stay in working memory
+    found = await eventually(lambda: client.recall("what was said?", conversation_id="c-ts",
+                                                   include_working_memory=True),
+                             lambda r: len(r.working_memory) == len(turns))
+    assert [t.turn_id for t in found.working_memory] == ["ts-0", "ts-10", "ts-20"]
+    assert [t.ts for t in found.working_memory] == sorted(t.ts for t in turns)
 
 
 async def test_entry_created_events_and_entries_listing(client: MemoryClient, stack: Running) -> None:

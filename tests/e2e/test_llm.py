@@ -232,6 +232,31 @@ async def test_deep_recall_answers_by_its_deadline_with_what_it_has(client: Memo
     assert elapsed < 2.0 + 1.5  # the deadline, plus one call's timeout at most (a bound, not a benchmark)
 
 
+async def test_a_deep_recall_that_finds_every_deep_slot_taken_is_answered_as_fast_busy(
+        client: MemoryClient, fake: FakeOpenAI, llm_stack: Running) -> None:
+    """Deep recalls may hold half of a retriever's workers; one that finds them all taken is answered at once as a
+    fast recall (`deep.stopped == "busy"`, no model call), and the next one, once a slot is free, plans again."""
+    cid = unique("c")
+    await _publish(client, conversation(CHAT, conversation_id=cid), cid)
+    deps = llm_stack.retriever_deps[0]
+    slots = deps.retrieval.deep_slots
+    held = 0
+    while not slots.locked():  # what deep recalls in flight would hold
+        await slots.acquire()
+        held += 1
+    assert held == deps.settings.recall_workers // 2
+    try:
+        calls = fake.chat_calls
+        busy = await client.recall("Where does Ana work?", k=5, mode="deep", explain=True)
+        assert busy.deep is not None and (busy.deep.stopped, busy.deep.rounds) == ("busy", 0), busy.deep
+        assert busy.entries and fake.chat_calls == calls
+    finally:
+        for _ in range(held):
+            slots.release()
+    planned = await client.recall("Where does Ana work?", k=5, mode="deep", explain=True)
+    assert planned.deep is not None and planned.deep.stopped != "busy" and planned.deep.rounds >= 1
+
+
 async def test_deep_recall_with_the_model_down_answers_like_fast(client: MemoryClient, fake: FakeOpenAI,
                                                                  llm_stack: Running) -> None:
     cid = unique("c")

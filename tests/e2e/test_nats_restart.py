@@ -4,9 +4,11 @@ from collections import Counter
 from collections.abc import Awaitable
 from pathlib import Path
 
-from engram_client import MemoryClient, connection, wait_until_stored
+import pytest
+
+from engram_client import MemoryClient, connection, subjects, wait_until_stored
 from engram_client.contract import Turn
-from engram_client.errors import EngramError
+from engram_client.errors import EngramError, Unavailable
 from services.stack import running
 from shared.messaging import nats_server, streams
 from shared.messaging.nats_server import EmbeddedNats
@@ -52,6 +54,85 @@ async def test_the_client_outlives_a_nats_outage(tmp_path: Path) -> None:
     finally:
         await client.close()
         server.stop()
+
+
+async def stored_turns(server: EmbeddedNats, tenant: str) -> int:
+    """How many messages the turns stream holds for the tenant."""
+    nc = await connection.connect(server.url, "probe")
+    try:
+        info = await nc.jetstream().stream_info(streams.turns_stream("mem"),
+                                                subjects_filter=subjects.turns("mem", tenant))
+    finally:
+        await nc.close()
+    return sum((info.state.subjects or {}).values())
+
+
+async def test_a_publish_nats_does_not_acknowledge_fails_with_unavailable(tmp_path: Path) -> None:
+    """A publish no stream takes, and one sent while the server is down, both fail at the client with
+    `unavailable` (retryable); sent again with the same turn id once NATS is back, the turn is in the stream once
+    (the first attempt, buffered by the client, may also have arrived: JetStream drops the duplicate)."""
+    server = nats_server.start(tmp_path / "nats")
+    tenant = unique("t")
+    client = await MemoryClient.connect(server.url, tenant, timeout_s=1)
+    try:
+        with pytest.raises(Unavailable):  # no stream yet: no one acknowledges
+            await client.publish_turn(make_turn("before any stream", conversation_id="u1"))
+        setup = await connection.connect(server.url, "setup")
+        await streams.ensure(setup.jetstream(), "mem")
+        await setup.close()
+        await client.publish_turn(make_turn("acknowledged", conversation_id="u1"))
+        server.kill()
+        lost = make_turn("sent while NATS is down", conversation_id="u1")
+        with pytest.raises(Unavailable) as refused:
+            await client.publish_turn(lost)
+        assert refused.value.retryable and "send it again" in str(refused.value)
+        server = restart(server)
+        await publish_until_accepted(client, lost)
+    finally:
+        await client.close()
+    try:
+        assert await stored_turns(server, tenant) == 2
+    finally:
+        server.stop()
+
+
+async def test_the_clients_buffer_is_bounded_and_a_refused_publish_is_not_half_sent(tmp_path: Path) -> None:
+    """While NATS is away the client buffers at most `pending_bytes`; a publish that does not fit fails at once with
+    `unavailable` and nothing of it reaches the server when the client reconnects."""
+    server = nats_server.start(tmp_path / "nats")
+    setup = await connection.connect(server.url, "setup")
+    await streams.ensure(setup.jetstream(), "mem")
+    await setup.close()
+    tenant = unique("t")
+    client = await MemoryClient.connect(server.url, tenant, timeout_s=1, pending_bytes=4096)
+    try:
+        await client.publish_turn(make_turn("acknowledged", conversation_id="b1"))
+        server.kill()
+        # Once the client knows the server is gone, what it sends is buffered (or refused) rather than written.
+        await eventually(lambda: asyncio.sleep(0, client._nc.is_reconnecting), timeout_s=10, interval_s=0.05)
+        with pytest.raises(Unavailable, match="OutboundBufferLimitError"):
+            await client.publish_turn(make_turn("x" * 5000, conversation_id="b1"))
+        server = restart(server)
+        await publish_until_accepted(client, make_turn("after the outage", conversation_id="b1"))
+    finally:
+        await client.close()
+    try:
+        assert await stored_turns(server, tenant) == 2  # the refused one never arrived
+    finally:
+        server.stop()
+
+
+async def test_a_client_closes_without_error_while_nats_is_away(tmp_path: Path) -> None:
+    """Closing the client (or leaving its `async with`) while the server is down neither raises nor hangs: what it
+    had buffered was never acknowledged and is dropped."""
+    server = nats_server.start(tmp_path / "nats")
+    client = await MemoryClient.connect(server.url, unique("t"), timeout_s=1)
+    server.kill()
+    await eventually(lambda: asyncio.sleep(0, client._nc.is_reconnecting), timeout_s=10, interval_s=0.05)
+    with pytest.raises(Unavailable):
+        await client.publish_turn(make_turn("buffered, never acknowledged", conversation_id="z1"))
+    await client.close()
+    assert client._nc.is_closed
 
 
 async def test_a_nats_restart_during_ingest_loses_nothing_and_doubles_nothing(tmp_path: Path) -> None:

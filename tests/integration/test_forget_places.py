@@ -8,6 +8,7 @@ import pytest
 
 from engram_client import connection, subjects
 from engram_client.contract import EntriesForgotten, Forget
+from engram_client.errors import EngramError
 from shared.consolidation.forget import Places, about, forget
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server, streams
@@ -120,3 +121,37 @@ async def test_forgetting_a_keeper_by_id_in_a_conversation_without_users_mends_i
     assert (await forget(places, tenant, Forget(entry_ids=[KEEPER]))).verified
     visible = await places.store.scroll(Scope(tenant_id=tenant), entry_filter=EntryFilter(include_merged=False))
     assert [(e.id, e.source_turn_ids) for e in visible.entries] == [(MEMBER, ["c2-0"])]
+
+
+async def test_a_forget_cut_short_finishes_when_asked_again(places: Places, tmp_path: Path) -> None:
+    """A forget that fails part-way (the store goes away after the user's queued turns were erased) has done part of
+    its work and answers `unavailable`; asked again once the store is back, it finishes: the receipt counts what
+    was left (the entry, not the turns already gone) and verifies, and another user's entry stays."""
+    tenant = unique("t")
+    now = datetime(2024, 5, 6, tzinfo=UTC)
+    for i in range(3):
+        turn = make_turn(f"ana says {i}", conversation_id="ana-c", user_id="ana")
+        await places.js.publish(subjects.turns("mem", tenant), turn.model_dump_json().encode())
+
+    def episode(entry_id: str, user_id: str) -> StoredEntry:
+        entry = MemoryEntry(id=entry_id, tenant_id=tenant, user_id=user_id, conversation_id=f"{user_id}-c",
+                            text=f"{user_id} booked the cabin by Lake Bled", occurred_at=now, created_at=now,
+                            updated_at=now, source_turn_ids=[f"{user_id}-0"])
+        return StoredEntry(entry=entry, vectors=Vectors(dense=[1.0] + [0.0] * (DIM - 1),
+                                                        sparse=SparseVector(indices=[1], values=[1.0])))
+
+    await places.store.upsert([episode(KEEPER, "ana"), episode(MEMBER, "bo")])
+    store = places.store
+    assert isinstance(store, EdgeStore)
+    await store.close()
+    with pytest.raises(EngramError) as cut:
+        await forget(places, tenant, Forget(user_id="ana"))
+    assert cut.value.code == "unavailable"
+    assert await queued(places, tenant, Forget(user_id="ana")) == 0  # that part was done
+
+    await store.adopt(EdgeStore.open(tmp_path / "qdrant", DIM))
+    receipt = await forget(places, tenant, Forget(user_id="ana"))
+    assert receipt.verified
+    assert (receipt.deleted.entries, receipt.deleted.queued_turns) == (1, 0)
+    left = await store.scroll(Scope(tenant_id=tenant), limit=10)
+    assert [e.user_id for e in left.entries] == ["bo"]

@@ -1,6 +1,9 @@
 """The LLM client and compressor over the real openai client and the OpenAI-speaking fake: the three response
 formats servers need, the per-tenant budget, and a window compressed twice leaving one set of statements."""
+import asyncio
 import dataclasses
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +20,7 @@ from shared.llm.schemas import Summary, wire_schema
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, all_entries
 from tests.conftest import conversation, unique
+from tests.fakes import chat_model
 from tests.fakes.openai_server import FakeOpenAI, serve
 from tests.integration.conftest import Memory
 
@@ -139,3 +143,31 @@ async def test_a_deadline_too_close_makes_no_call_and_never_opens_the_breaker(fa
         await llm.close()
     assert llm.breaker.state == "closed"  # the caller's deadline says nothing about the endpoint
     assert fake.chat_calls == 1
+
+
+async def test_no_more_than_llm_max_concurrency_calls_run_at_once(fake: FakeOpenAI) -> None:
+    """However many asks wait, at most ENGRAM_LLM_MAX_CONCURRENCY requests reach the model at once (the server
+    counts them while each is being answered); the others wait for a slot and are all answered."""
+    in_flight, most = 0, 0
+    lock = threading.Lock()
+
+    def slow_reply(body: dict[str, Any]) -> str:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+        try:
+            time.sleep(0.2)  # the model at work: long enough for every waiting ask to try for a slot
+            return chat_model.answer(body)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    fake.chat_reply = slow_reply
+    llm = LlmClient(llm_settings(fake, llm_max_concurrency=2))
+    try:
+        answers = await asyncio.gather(*(llm.ask(f"t{i}", "summary", summary_doc(), Summary) for i in range(6)))
+    finally:
+        await llm.close()
+    assert len(answers) == 6 and fake.chat_calls == 6
+    assert most == 2

@@ -127,3 +127,30 @@ def test_without_takes_turns_out_of_every_window_and_drops_the_empty_ones() -> N
     assert after.open == [7] and [w.seqs for w in after.sealed] == [[3]] and after.sealed[0].context is None
     assert [r.seq for r in after.recent] == [3, 7] and after.tail is None
     assert after.referenced() == {3, 7}
+
+
+def test_a_late_lower_sequence_takes_its_place_while_its_window_is_open_and_starts_the_next_once_sealed() -> None:
+    """A turn that reaches working memory after a later one (another replica read it, or it was redelivered) is put
+    in sequence order while its window is open, so the window holds consecutive turns; once a window has sealed
+    without it, it goes into the next window: held once and never lost, but not in the window it belonged to."""
+    buffer = fill(empty(), ["a", "b"])                      # seqs 1, 2
+    buffer, _ = append(buffer, "d", 4, NOW, NOW, window_turns=4, recent_turns=5)
+    buffer, new = append(buffer, "c", 3, NOW, NOW, window_turns=4, recent_turns=5)  # late, window still open
+    assert new and [w.seqs for w in buffer.sealed] == [[1, 2, 3, 4]] and buffer.open == []
+
+    buffer = fill(empty(), ["a", "b", "c"])                 # seqs 1, 2, 3
+    buffer, _ = append(buffer, "e", 5, NOW, NOW, window_turns=4, recent_turns=5)    # seals 1, 2, 3, 5
+    buffer, new = append(buffer, "d", 4, NOW, NOW, window_turns=4, recent_turns=5)  # too late for that window
+    assert new and [w.seqs for w in buffer.sealed] == [[1, 2, 3, 5]] and buffer.open == [4]
+    again, new = append(buffer, "d", 4, NOW, NOW, window_turns=4, recent_turns=5)   # and only once
+    assert not new and again == buffer
+
+
+def test_recent_turns_are_kept_in_ts_order_whatever_order_they_arrive_in() -> None:
+    """A product's timestamps, not the stream's arrival order, order the recent turns (the stream order breaks
+    ties)."""
+    buffer = empty()
+    for seq, minutes in [(1, 30), (2, 10), (3, 20), (4, 10)]:
+        buffer, _ = append(buffer, f"t{seq}", seq, NOW + timedelta(minutes=minutes), NOW, window_turns=8,
+                           recent_turns=3)
+    assert [r.seq for r in buffer.recent] == [4, 3, 1]  # the newest three by ts, oldest first

@@ -6,6 +6,7 @@ Dockerfile, nats-server checks its configuration with `-t`, and the manifests ar
 import contextlib
 import fnmatch
 import http.server
+import itertools
 import os
 import re
 import shlex
@@ -30,6 +31,7 @@ ENV_EXAMPLE = ROOT / "deploy" / ".env.example"
 NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
 K8S = ROOT / "deploy" / "k8s"
 SERVICES = ("ingestor", "retriever", "consolidator")
+NATS_NODES = ("nats-1", "nats-2", "nats-3")
 HTTP_PORT = 9464
 ENGRAM_VAR = re.compile(r"\bENGRAM_[A-Z0-9_]+\b")
 
@@ -79,23 +81,24 @@ def test_the_compose_file_refuses_to_start_without_its_secrets() -> None:
 
 def test_compose_runs_every_service_from_one_image_behind_healthy_dependencies(compose_config: dict[str, Any]) -> None:
     services = compose_config["services"]
-    assert set(services) == {"nats", "qdrant", *SERVICES, "prometheus", "grafana"}
+    assert set(services) == {*NATS_NODES, "qdrant", *SERVICES, "prometheus", "grafana"}
     for name in SERVICES:
         service = services[name]
         assert Path(service["build"]["context"]).resolve() == ROOT
         assert service["command"] == [name]
-        assert service["depends_on"] == {"nats": {"condition": "service_healthy"},
-                                         "qdrant": {"condition": "service_healthy"}}
+        assert service["depends_on"] == {node: {"condition": "service_healthy"} for node in (*NATS_NODES, "qdrant")}
         assert "/readyz" in " ".join(service["healthcheck"]["test"])
         environment = service["environment"]
-        assert environment["ENGRAM_NATS_URL"] == "nats://nats:4222"
+        assert environment["ENGRAM_NATS_URL"] == ",".join(f"nats://{node}:4222" for node in NATS_NODES)
+        assert environment["ENGRAM_NATS_REPLICAS"] == "3"
         assert environment["ENGRAM_QDRANT_URL"] == "http://qdrant:6333"
         assert environment["ENGRAM_HTTP_HOST"] == "0.0.0.0"
         # The services log in as the NATS user nats.conf defines, with the password the NATS container reads.
         assert environment["ENGRAM_NATS_USER"] == "engram"
-        assert environment["ENGRAM_NATS_PASSWORD"] == services["nats"]["environment"]["NATS_ENGRAM_PASSWORD"]
+        for node in NATS_NODES:
+            assert environment["ENGRAM_NATS_PASSWORD"] == services[node]["environment"]["NATS_ENGRAM_PASSWORD"]
         assert environment["ENGRAM_QDRANT_API_KEY"] == services["qdrant"]["environment"]["QDRANT__SERVICE__API_KEY"]
-    for name in ("nats", "qdrant"):
+    for name in (*NATS_NODES, "qdrant"):
         assert services[name]["healthcheck"]["test"], f"{name} needs a health check for depends_on"
 
 
@@ -110,14 +113,14 @@ def test_compose_mounts_files_that_exist_where_the_images_read_them(compose_conf
                 found[parts[1]] = Path(parts[0])
         return found
 
-    nats_mounts = mounts("nats")
-    assert nats_mounts["/etc/nats/nats.conf"] == NATS_CONF
-    assert services["nats"]["command"] == ["--config", "/etc/nats/nats.conf"]
+    for node in NATS_NODES:
+        assert mounts(node)["/etc/nats/nats.conf"] == NATS_CONF
+        assert services[node]["command"][:2] == ["--config", "/etc/nats/nats.conf"]
     assert mounts("prometheus") == {"/etc/prometheus/prometheus.yml": ROOT / "deploy/prometheus/prometheus.yml",
                                     "/etc/prometheus/rules": ROOT / "deploy/prometheus/rules"}
     assert mounts("grafana") == {"/etc/grafana/provisioning": ROOT / "deploy/grafana/provisioning",
                                  "/var/lib/grafana/dashboards": ROOT / "deploy/grafana/dashboards"}
-    for service in ("nats", "prometheus", "grafana"):
+    for service in (*NATS_NODES, "prometheus", "grafana"):
         for path in mounts(service).values():
             assert path.exists(), f"{service} mounts {path}, which does not exist"
 
@@ -137,8 +140,31 @@ def test_the_nats_container_gets_every_variable_nats_conf_reads(compose_config: 
     defined = set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", text, re.MULTILINE))  # variables the file sets itself
     wanted = set(re.findall(r"\$([A-Z_][A-Z0-9_]*)", text)) - defined
     assert wanted, "nats.conf reads no password from the environment"
-    assert wanted <= set(compose_config["services"]["nats"]["environment"])
+    for node in NATS_NODES:
+        assert wanted <= set(compose_config["services"][node]["environment"])
     assert wanted <= set(_env_file(ENV_EXAMPLE))
+
+
+def _flags(command: list[str]) -> dict[str, str]:
+    return {flag: value for flag, value in itertools.pairwise(command) if flag.startswith("--")}
+
+
+def test_compose_runs_nats_as_one_three_node_jetstream_cluster(compose_config: dict[str, Any]) -> None:
+    """Each node has its own name, data volume and host ports, the same cluster name, and routes to all three;
+    engram's services list every node and keep 3 replicas (test_nats_cluster.py runs this shape for real)."""
+    services = compose_config["services"]
+    names, volumes, ports = set(), set(), set()
+    for node in NATS_NODES:
+        flags = _flags(services[node]["command"])
+        names.add(flags["--name"])
+        assert flags["--cluster_name"] == "engram"
+        assert flags["--cluster"] == "nats://0.0.0.0:6222"
+        assert flags["--routes"].split(",") == [f"nats://{n}:6222" for n in NATS_NODES]
+        volumes |= {v["source"] if isinstance(v, dict) else v.split(":")[0] for v in services[node]["volumes"]
+                    if (v["target"] if isinstance(v, dict) else v.split(":")[1]) == "/data"}
+        ports |= {str(p["published"]) if isinstance(p, dict) else p.split(":")[-2] for p in services[node]["ports"]}
+    assert names == set(NATS_NODES)
+    assert len(volumes) == 3 and len(ports) == 6
 
 
 def _nats_server() -> Path:

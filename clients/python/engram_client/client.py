@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
@@ -108,8 +109,15 @@ class MemoryClient:
         return cls(nc, tenant, prefix, timeout_s)
 
     async def close(self) -> None:
-        """Flush pending publishes and disconnect."""
-        await self._nc.drain()
+        """Flush pending publishes and disconnect. While NATS is away there is nothing to flush to: what the client
+        buffered is dropped (those publishes were never acknowledged) and it closes without raising."""
+        if self._nc.is_connected:
+            try:
+                await self._nc.drain()
+                return
+            except (NatsError, OSError) as exc:  # the server went away while draining
+                log.debug("draining the NATS connection: %s", exc)
+        await connection.close(self._nc)
 
     async def __aenter__(self) -> "MemoryClient":
         return self
@@ -123,6 +131,9 @@ class MemoryClient:
         except (NoRespondersError, NoStreamResponseError) as exc:
             raise Unavailable(f"no JetStream stream takes {subject}; is engram's ingestor running?") from exc
         except NatsTimeout as exc:
+            if not self._nc.is_connected:  # NATS is away: nothing acknowledged the turn; send it again later
+                raise Unavailable(f"publishing to {subject}: NATS is unreachable (reconnecting); the turn was not "
+                                  f"acknowledged within {self._timeout_s:g} s, send it again") from exc
             raise Timeout(f"publishing to {subject} timed out") from exc
         except (OutboundBufferLimitError, ConnectionClosedError) as exc:
             raise Unavailable(f"cannot publish to {subject} now: {type(exc).__name__}") from exc

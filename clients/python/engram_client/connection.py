@@ -29,9 +29,22 @@ def reconnect_delay_s(attempts: int, base_s: float = RECONNECT_BASE_S, cap_s: fl
 
 
 def choose_server(servers: list[Any], info: dict[str, Any]) -> tuple[Any, float]:
-    """nats-py's reconnect hook: any server of the pool, after `reconnect_delay_s` of its failed attempts."""
-    attempts = min((int(s.reconnects) for s in servers), default=0)
-    return None, reconnect_delay_s(attempts)
+    """nats-py's reconnect hook: a server of the pool (the URL given and the cluster members the servers told of)
+    that has failed the fewest attempts, chosen at random among equals, after `reconnect_delay_s` of its attempts.
+
+    Returning no server would make nats-py try the pool's first one every time: with a cluster, a client whose
+    first server died would never move to the others.
+    """
+    if not servers:
+        return None, reconnect_delay_s(0)
+    fewest = min(int(s.reconnects) for s in servers)
+    chosen = random.choice([s for s in servers if int(s.reconnects) == fewest])
+    return chosen, reconnect_delay_s(fewest)
+
+
+def server_urls(url: str) -> list[str]:
+    """The servers of a NATS URL, which may list several separated by commas (the members of a cluster)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
 
 
 async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST_CONNECT_TIMEOUT_S,
@@ -54,7 +67,7 @@ async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST
     nc = Client()
     try:
         await asyncio.wait_for(nc.connect(
-            servers=[url], name=name, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=-1,
+            servers=server_urls(url), name=name, connect_timeout=2, allow_reconnect=True, max_reconnect_attempts=-1,
             reconnect_time_wait=FIRST_CONNECT_RETRY_S, reconnect_to_server_handler=choose_server,
             pending_size=pending_bytes, error_cb=on_error, **security.client_options()), first_connect_timeout_s)
     except Exception as exc:
@@ -67,12 +80,20 @@ async def connect(url: str, name: str, *, first_connect_timeout_s: float = FIRST
 
 
 async def check_listening(url: str) -> None:
-    """Fail at once when nothing accepts TCP connections at the URL's address, rather than after the first-connect
-    timeout; anything else (unreachable for now, slow) is left for the NATS client's own attempts.
+    """Fail at once when nothing accepts TCP connections at the URL's address (at any of them, for a list),
+    rather than after the first-connect timeout; anything else (unreachable for now, slow) is left for the NATS
+    client's own attempts.
 
     Raises:
         Unavailable: the connection was refused.
     """
+    urls = server_urls(url)
+    if len(urls) > 1:
+        for one in urls:
+            with contextlib.suppress(Unavailable):
+                await check_listening(one)
+                return
+        raise Unavailable(f"cannot connect to NATS at {url}: nothing listens at any of them; is it running?")
     parsed = urlparse(url if "://" in url else f"nats://{url}")
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(parsed.hostname or "127.0.0.1",
