@@ -1,7 +1,7 @@
 """The label values metrics.initialise_series creates at start-up: complete, and the same as the code's own."""
 from typing import get_args
 
-from shared.errors import ErrorCode
+from engram_client.errors import ErrorCode
 from shared.llm.schemas import PURPOSES
 from shared.runtime import metrics
 

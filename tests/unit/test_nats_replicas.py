@@ -3,9 +3,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from engram_client.connection import server_urls
+from engram_client import connection as client_connection
 from shared.errors import ConfigError
-from shared.messaging import connection, streams
+from shared.messaging import streams
 from shared.settings import Settings
 
 SINGLE = {"server_name": "solo", "jetstream": True}
@@ -23,7 +23,7 @@ def test_the_nats_url_may_list_a_clusters_servers() -> None:
     """ENGRAM_NATS_URL takes several servers separated by commas, each with its scheme."""
     url = "nats://nats-1:4222, nats://nats-2:4222,nats://nats-3:4222"
     assert Settings(nats_url=url).nats_url == url
-    assert server_urls(url) == ["nats://nats-1:4222", "nats://nats-2:4222", "nats://nats-3:4222"]
+    assert client_connection.server_urls(url) == ["nats://nats-1:4222", "nats://nats-2:4222", "nats://nats-3:4222"]
     with pytest.raises(ValueError, match=r"use e\.g\. nats://nats-2:4222"):
         Settings(nats_url="nats://nats-1:4222,nats-2:4222")
 
@@ -56,8 +56,8 @@ class Server:
 def test_reconnecting_moves_to_a_server_that_has_failed_least() -> None:
     """A client whose server died tries the cluster's other servers, never only the first of its pool."""
     pool = [Server("n0", 3), Server("n1", 0), Server("n2", 1)]
-    assert {connection.choose_server(pool, {})[0].uri for _ in range(50)} == {"n1"}
+    assert {client_connection.choose_server(pool, {})[0].uri for _ in range(50)} == {"n1"}
     even = [Server("n0", 0), Server("n1", 0)]
-    assert {connection.choose_server(even, {})[0].uri for _ in range(200)} == {"n0", "n1"}
-    chosen, delay_s = connection.choose_server([Server("solo", 4)], {})
-    assert chosen.uri == "solo" and 0 < delay_s <= connection.RECONNECT_CAP_S
+    assert {client_connection.choose_server(even, {})[0].uri for _ in range(200)} == {"n0", "n1"}
+    chosen, delay_s = client_connection.choose_server([Server("solo", 4)], {})
+    assert chosen.uri == "solo" and 0 < delay_s <= client_connection.RECONNECT_CAP_S
