@@ -122,6 +122,10 @@ test("engram's refusals come back as typed errors with their wire codes", async 
   const other = await rejectsWith(memory.recall({ query: "hi", tenant_id: "someone-else" }), "forbidden");
   assert.ok(other instanceof Forbidden && /someone-else/.test(other.message));
   await rejectsWith(memory.consolidate({ tenant_id: "someone-else" }), "forbidden");
+  // The history of an entry this tenant does not hold (another tenant's, or none at all).
+  const missing = await rejectsWith(
+    memory.entries({ op: "history", ids: ["00000000-0000-4000-8000-000000000000"] }), "not_found");
+  assert.ok(missing instanceof NotFound && !missing.retryable);
   // No answer in time, and nobody answering at all.
   await rejectsWith(memory.consolidate({}, 1), "timeout");
   const nobody = await rejectsWith(memory.rawRequest("nobody-answers-this", "{}"), "unavailable");
