@@ -21,8 +21,9 @@ def active() -> bool:
 
 
 def incoming(headers: Mapping[str, str] | None) -> otel_context.Context | None:
-    """The W3C trace context a message carries in its headers (`traceparent`), or None when it carries none."""
-    if not headers:
+    """The W3C trace context a message carries in its headers (`traceparent`), or None when it carries none (or
+    tracing is off: then the headers are not even read)."""
+    if not headers or not active():
         return None
     extracted = propagate.extract(dict(headers))
     return extracted if trace.get_current_span(extracted).get_span_context().is_valid else None

@@ -51,6 +51,7 @@ def test_with_no_tracer_provider_nothing_is_recorded_and_no_header_is_added(tmp_
     with spans.span("engram.anything") as opened:
         assert opened is None
     assert spans.start("engram.anything") is None and middlewares("mem") == []
+    assert spans.incoming({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}) is None
     marks = Marks()
     marks.accepted("acme", "c1", 1, [[1]])
     assert marks.turns("acme", "c1", [1]) == [] and marks.seal_of("acme", "c1", [1]) is None
