@@ -63,7 +63,8 @@ async def test_a_turn_and_a_recall_are_traced_from_the_client_through_nats(
     """With a tracer provider installed, the client's publish span is the parent of the ingestor's accept span (its
     `traceparent` crossed JetStream), the window the turn sealed links to each of its turns, and the window's
     compress, embed and upsert spans belong to that turn's trace; a recall's stage spans are children of the
-    retriever's handler span (FastStream's middleware), itself a child of the client's request span."""
+    retriever's handler span (FastStream's middleware), itself a child of the client's request span; the
+    consolidator's handler continues a consolidate request's trace likewise."""
     settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2})
     async with running(settings) as stack, await MemoryClient.connect(stack.nats_url, unique("tenant")) as client:
         first, second = conversation([("Ana", "I adopted a cat called Miso in March."),
@@ -73,6 +74,7 @@ async def test_a_turn_and_a_recall_are_traced_from_the_client_through_nats(
                          lambda found: any(s.name == "engram.window write" for s in found))
         found = await client.recall("What is the cat called?")  # one request: the window is written
         assert "Miso" in found.entries[0].text
+        await client.consolidate()
     finished = list(spans.get_finished_spans())
 
     publishes = [s for s in finished if s.name == "engram.turns publish"]
@@ -103,6 +105,10 @@ async def test_a_turn_and_a_recall_are_traced_from_the_client_through_nats(
         span = _one(finished, f"engram.recall {stage}")
         assert _parent_of(span) == handler.context.span_id, stage
     print("one recall:\n" + _tree(finished, request.context.trace_id))
+
+    asked = _one(finished, "engram.consolidate request")  # the consolidator continues a trace the same way
+    assert asked.context is not None
+    assert _parent_of(_one(finished, "mem.{tenant}.consolidate process")) == asked.context.span_id
 
 
 async def _async(value: tuple[ReadableSpan, ...]) -> tuple[ReadableSpan, ...]:
