@@ -243,10 +243,7 @@ class WindowCloser:
         seals = [self.marks.seal_of(tenant, conversation_id, w.seqs) for tenant, conversation_id, w in batch]
         with spans.span("engram.window write", parent=seals[0], links=[s for s in seals[1:] if s is not None],
                         attributes={"engram.windows": len(batch)}):
-            written = await self._write_batch(batch)
-        for tenant, conversation_id, sealed in batch:
-            self.marks.written(tenant, conversation_id, sealed.seqs)
-        return written
+            return await self._write_batch(batch)
 
     async def _write_batch(self, batch: list[Due]) -> int:
         started = time.perf_counter()
@@ -343,6 +340,7 @@ class WindowCloser:
         after, _ = await self.wm.update(tenant, conversation_id, lambda b: (
             buffers.complete(b, sealed.seqs) if b else None, None))
         self._backoff.pop((tenant, conversation_id, tuple(sealed.seqs)), None)
+        self.marks.written(tenant, conversation_id, sealed.seqs)  # a window retried later keeps its trace
         if after is None or not after.active:
             await self._unmark(tenant, conversation_id)
 
