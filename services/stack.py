@@ -20,6 +20,7 @@ from shared.runtime.ingestor import IngestorDeps, open_ingestor
 from shared.runtime.retriever import RetrieverDeps, open_retriever
 from shared.settings import Settings
 from shared.store import Store, open_store
+from shared.tracing.export import exporting
 
 log = logging.getLogger("engram.stack")
 
@@ -104,6 +105,14 @@ async def serve_until_signalled(settings: Settings, *, ingestors: int, retriever
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    with exporting(settings):  # spans exported by OTLP when configured, flushed on the way out
+        return await _serve(settings, stop, ingestors=ingestors, retrievers=retrievers, consolidators=consolidators,
+                            on_ready=on_ready)
+
+
+async def _serve(settings: Settings, stop: asyncio.Event, *, ingestors: int, retrievers: int, consolidators: int,
+                 on_ready: Callable[[Running], Awaitable[None] | None]) -> int:
+    """The stack, until `stop` is set or a part fails for good; returns the exit code."""
     async with running(settings, ingestors=ingestors, retrievers=retrievers, consolidators=consolidators) as state:
         result = on_ready(state)
         if asyncio.iscoroutine(result):

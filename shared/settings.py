@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=9464, ge=0, le=65535)       # /metrics, /healthz, /readyz; 0 picks a free port
     log_level: str = "INFO"
+    # Traces (OpenTelemetry, OTLP/HTTP): off unless an endpoint is set here or in OTEL_EXPORTER_OTLP_ENDPOINT
+    otel_endpoint: str | None = None          # a collector's OTLP/HTTP base URL, e.g. http://collector:4318
+    otel_service_name: str = "engram"         # the resource's service.name on every span
 
     @field_validator("nats_url")
     @classmethod
@@ -152,7 +155,7 @@ class Settings(BaseSettings):
             _has_scheme("nats_url", one.strip(), ("nats", "tls", "ws", "wss"))
         return value or None
 
-    @field_validator("qdrant_url", "openai_base_url", "llm_base_url")
+    @field_validator("qdrant_url", "openai_base_url", "llm_base_url", "otel_endpoint")
     @classmethod
     def _http_scheme(cls, value: str | None, info: object) -> str | None:
         return _has_scheme(getattr(info, "field_name", "url"), value, ("http", "https"))
@@ -176,6 +179,12 @@ class Settings(BaseSettings):
         if (self.nats_tls_cert_file is None) != (self.nats_tls_key_file is None):
             raise ValueError("ENGRAM_NATS_TLS_CERT_FILE and ENGRAM_NATS_TLS_KEY_FILE go together; set both or neither")
         return self
+
+    @property
+    def otel_configured(self) -> bool:
+        """Whether spans are exported: ENGRAM_OTEL_ENDPOINT or OpenTelemetry's own OTLP endpoint variable is set."""
+        return bool(self.otel_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
     @property
     def llm_enabled(self) -> bool:

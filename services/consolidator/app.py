@@ -14,6 +14,7 @@ from shared.rebuild.run import announce_forget, rebuild
 from shared.runtime import metrics
 from shared.runtime.consolidator import ConsolidatorDeps
 from shared.settings import Settings
+from shared.tracing import requests as traced
 
 QUEUE = "consolidator"
 
@@ -41,7 +42,7 @@ class Consolidator:
 
 def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
     """Attach the consolidator's handlers to the broker its caller opened (and starts through the result)."""
-    router = NatsRouter(middlewares=[replies.middleware("consolidator")])
+    router = NatsRouter(middlewares=[*traced.middlewares(settings.subject_prefix), replies.middleware("consolidator")])
 
     @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE,
                        decoder=replies.raw_body)

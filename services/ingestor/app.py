@@ -49,6 +49,8 @@ def build_ingestor(settings: Settings, deps: IngestorDeps) -> Ingestor:
     async def on_message(tenant: str, kind: str, body: bytes, seq: int) -> None:
         buffer = await accept(deps.working_memory, tenant=tenant, kind=kind, body=body, seq=seq, policy=policy)
         ingestor.handled += 1
+        if buffer is not None:  # traces: this message's span, and the seal of each window it sealed
+            closer.marks.accepted(tenant, buffer.conversation_id, seq, [w.seqs for w in buffer.sealed])
         if buffer is not None and buffer.sealed:
             closer.notify(tenant, buffer.conversation_id)
 

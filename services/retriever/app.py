@@ -13,6 +13,7 @@ from shared.retrieval.fairness import FairQueue, admitted
 from shared.runtime import metrics
 from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
+from shared.tracing import requests as traced
 
 QUEUE = "retriever"
 
@@ -25,7 +26,7 @@ def build_retriever(settings: Settings, deps: RetrieverDeps, served: Counter[str
     """
     served = served if served is not None else Counter()
     prefix = settings.subject_prefix
-    router = NatsRouter(middlewares=[replies.middleware("retriever")])
+    router = NatsRouter(middlewares=[*traced.middlewares(prefix), replies.middleware("retriever")])
     # A tenant over its share of a handler's workers waits in its own queue (fairness.py), so one tenant's flood
     # cannot hold them all, and its own requests are served in order; the subscriber admits the waiting ones too.
     recalls, lookups = (FairQueue(kind, settings.recall_workers, settings.recall_tenant_share,

@@ -31,6 +31,8 @@ from shared.messaging.deadletter import TurnDeadLetter
 from shared.messaging.events import Publish
 from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, StoredEntry
+from shared.tracing import spans
+from shared.tracing.marks import Marks
 
 log = logging.getLogger("engram.closer")
 
@@ -68,6 +70,7 @@ class WindowCloser:
     publish: Publish
     dead_letter: TurnDeadLetter
     policy: CloserPolicy
+    marks: Marks = field(default_factory=Marks)  # traces: the turns accepted and windows sealed here
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _mine: set[Conversation] = field(default_factory=set)
     _due: dict[Conversation, datetime] = field(default_factory=dict)  # the open index: when to look next
@@ -161,6 +164,7 @@ class WindowCloser:
             buffers.seal_idle(b, now, self.policy.idle_timeout_s) if b else None, None))
         if sealed is not None and len(sealed.sealed) > len(buffer.sealed):
             metrics.windows_sealed_total.labels("idle").inc()
+            self.marks.seal(tenant, conversation_id, sealed.sealed[-1].seqs, "idle")
             self._mine.add((tenant, conversation_id))
         return sealed
 
@@ -235,6 +239,13 @@ class WindowCloser:
         return written
 
     async def _write(self, batch: list[Due]) -> int:
+        # Traces: a child of the first window's seal (so of the message that sealed it), linked to the others'.
+        seals = [self.marks.seal_of(tenant, conversation_id, w.seqs) for tenant, conversation_id, w in batch]
+        with spans.span("engram.window write", parent=seals[0], links=[s for s in seals[1:] if s is not None],
+                        attributes={"engram.windows": len(batch)}):
+            return await self._write_batch(batch)
+
+    async def _write_batch(self, batch: list[Due]) -> int:
         started = time.perf_counter()
         turns: dict[TurnKey, tuple[int, str | None]] = {}
         windows = [await self._window(tenant, conversation_id, sealed, turns)
@@ -329,6 +340,7 @@ class WindowCloser:
         after, _ = await self.wm.update(tenant, conversation_id, lambda b: (
             buffers.complete(b, sealed.seqs) if b else None, None))
         self._backoff.pop((tenant, conversation_id, tuple(sealed.seqs)), None)
+        self.marks.written(tenant, conversation_id, sealed.seqs)  # a window retried later keeps its trace
         if after is None or not after.active:
             await self._unmark(tenant, conversation_id)
 

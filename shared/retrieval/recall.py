@@ -15,6 +15,7 @@ from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
 from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
+from shared.tracing import spans
 
 log = logging.getLogger("engram.retrieval")
 DEEP_SLOTS = 8  # deep recalls one retriever runs at once unless told (the rest are answered as fast ones)
@@ -160,35 +161,42 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     settings = retrieval.settings
     started = time.perf_counter()
     # The model runs on its own thread; planning and the BM25 query (both short) run here meanwhile.
-    embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
+    embed_span = spans.start("engram.recall embed")
     try:
-        query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
-        sparse = retrieval.sparse.query(tense.topic(request.query))
-    except BaseException:
-        embedding.cancel()
-        raise
-    planned = time.perf_counter()
-    dense = await embedding
+        embedding = asyncio.ensure_future(retrieval.embedder.queries([request.query]))
+        try:
+            with spans.span("engram.recall plan"):
+                query_plan = plan(request.query, now or datetime.now(UTC), settings.bm25_language)
+                sparse = retrieval.sparse.query(tense.topic(request.query))
+        except BaseException:
+            embedding.cancel()
+            raise
+        planned = time.perf_counter()
+        dense = await embedding
+    finally:
+        spans.end(embed_span)
     embedded = time.perf_counter()
     entry_filter, applied = entry_filter_of(request)
     use_mmr = settings.mmr_lambda is not None
     candidates = max(request.k * 2, 20)  # room for boosts, currency and diversity to change the order
     # Boosts reorder the candidates in the engine; currency, diversity and smoothing look at all of them here.
-    hits = await retrieval.store.hybrid_query(
-        scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse),
-        limit=candidates, entry_filter=entry_filter,
-        prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
-        boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
-        candidates=candidates, explain=request.explain, with_vectors=use_mmr)
+    with spans.span("engram.recall search", attributes={"engram.candidates": candidates}):
+        hits = await retrieval.store.hybrid_query(
+            scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse),
+            limit=candidates, entry_filter=entry_filter,
+            prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
+            boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
+            candidates=candidates, explain=request.explain, with_vectors=use_mmr)
     searched = time.perf_counter()
-    boosts = _boost_reasons(hits, query_plan, settings)
-    hits, smoothed = _smooth(hits, settings.neighbor_weight)
-    for entry_id, why in smoothed.items():
-        boosts.setdefault(entry_id, []).extend(why)
-    if use_mmr and settings.mmr_lambda is not None:
-        hits = mmr(hits, request.k, settings.mmr_lambda)
-    hits, ordering = for_time(hits, request.query, query_plan.lang, settings, request.k)
-    hits = hits[:request.k]
+    with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
+        boosts = _boost_reasons(hits, query_plan, settings)
+        hits, smoothed = _smooth(hits, settings.neighbor_weight)
+        for entry_id, why in smoothed.items():
+            boosts.setdefault(entry_id, []).extend(why)
+        if use_mmr and settings.mmr_lambda is not None:
+            hits = mmr(hits, request.k, settings.mmr_lambda)
+        hits, ordering = for_time(hits, request.query, query_plan.lang, settings, request.k)
+        hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
                       plan=((planned - started) + (done - searched)) * 1e3, total=(done - started) * 1e3)

@@ -11,6 +11,7 @@ from shared.retrieval.plan import query_terms
 from shared.retrieval.recall import Retrieval, search
 from shared.retrieval.views import recalled_entry
 from shared.store import ScoredEntry
+from shared.tracing import spans
 
 
 def _matched_terms(text: str, terms: list[str]) -> list[str]:
@@ -25,7 +26,8 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     started = time.perf_counter()
     trace = None
     if request.mode == "deep":
-        searched, trace = await deep_search(retrieval, tenant, request, now)
+        with spans.span("engram.recall deep"):  # its plan rounds, and a search span for each
+            searched, trace = await deep_search(retrieval, tenant, request, now)
     else:
         searched = await search(retrieval, tenant, request, now)
     hits, boosts, applied, timings = searched.hits, searched.boosts, searched.applied, searched.timings
@@ -46,7 +48,8 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
 
     recent = list(working_memory or []) if request.include_working_memory else []
     summary = summary if request.include_working_memory else None
-    reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
+    with spans.span("engram.recall render"):
+        reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
     if retrieval.usage is not None:
         retrieval.usage.record(tenant, [e.id for e in reply.entries])
     total = (time.perf_counter() - started) * 1e3

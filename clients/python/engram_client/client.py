@@ -17,7 +17,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
 from pydantic import BaseModel
 
-from engram_client import connection, subjects
+from engram_client import connection, subjects, tracing
 from engram_client.contract import (
     ConsolidateRequest,
     ConsolidationJob,
@@ -126,6 +126,11 @@ class MemoryClient:
         await self.close()
 
     async def _publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> int:
+        headers = dict(headers or {})
+        with tracing.outgoing("publish", subject, headers):
+            return await self._publish_once(subject, payload, headers or None)
+
+    async def _publish_once(self, subject: str, payload: bytes, headers: dict[str, str] | None) -> int:
         try:
             ack = await self._js.publish(subject, payload, headers=headers, timeout=self._timeout_s)
         except (NoRespondersError, NoStreamResponseError) as exc:
@@ -158,12 +163,19 @@ class MemoryClient:
         """One request and its reply. When engram answers with a retry hint (the tenant has its share of the
         workers in flight: RETRY_AFTER_HEADER), ask again after that long, doubling each time up to
         MAX_RETRY_WAIT_S, with jitter, for as long as the timeout leaves; then raise the refusal."""
-        timeout_s = timeout_s or self._timeout_s
+        headers: dict[str, str] = {}
+        with tracing.outgoing("request", subject, headers):
+            return await self._request_until(subject, request, reply_type, timeout_s or self._timeout_s,
+                                             headers or None)
+
+    async def _request_until(self, subject: str, request: BaseModel, reply_type: type[R], timeout_s: float,
+                             headers: dict[str, str] | None) -> R:
         deadline = time.monotonic() + timeout_s
         payload = request.model_dump_json(exclude_none=True).encode()
         for attempt in itertools.count():
             try:
-                msg = await self._nc.request(subject, payload, timeout=max(0.001, deadline - time.monotonic()))
+                msg = await self._nc.request(subject, payload, timeout=max(0.001, deadline - time.monotonic()),
+                                             headers=headers)
             except NoRespondersError as exc:
                 raise Unavailable(f"nobody answers {subject}; is engram running?") from exc
             except NatsTimeout as exc:
