@@ -41,8 +41,12 @@ run: $(STAMP)
 	$(BIN)/engram up
 
 # LLM_SERVER_REQUIRED: the real-server check fails, never skips, when its venv is missing.
+# Three workers on 2 cores: most tests wait on NATS, processes and the clock, not the CPU. Each module's tests (and
+# the LoCoMo ones, which share a costly session fixture) stay on one worker (tests/conftest.py); PYTEST_WORKERS=0
+# runs them in this process, one after another.
+PYTEST_WORKERS ?= 3
 test: $(STAMP) lint system-deps $(LLM_STAMP) $(NODE_STAMP)
-	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra
+	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
 
 $(NODE_STAMP): $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
