@@ -46,8 +46,8 @@ def image_build(request: pytest.FixtureRequest) -> Iterator[image.Background]:
     if build is None:
         build = request.config.stash[IMAGE_BUILD] = image.start_background(
             Path(tempfile.mkdtemp(prefix="engram-image-")) / "build.log")
-    if not build.done.wait(timeout=1800):
-        pytest.fail(f"the image build has not finished in 30 minutes; see {build.log}")
+    if not build.done.wait(timeout=1500):
+        pytest.fail(f"the image build has not finished in 25 minutes; see {build.log}")
     if build.unreachable is not None:
         if os.environ.get(image.REQUIRED) or os.geteuid() == 0:
             pytest.fail(build.unreachable)

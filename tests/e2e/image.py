@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,10 +138,9 @@ def stop_container() -> None:
 
 @dataclass
 class Background:
-    """The build (and the container's start) in a thread: its durations, and the error or skip reason it met."""
+    """The build (and the container's start) in a thread: the error or skip reason it met, once done."""
 
     log: Path
-    seconds: dict[str, float] = field(default_factory=dict)
     unreachable: str | None = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -152,9 +150,7 @@ class Background:
         try:
             self.unreachable = docker_unreachable()
             if self.unreachable is None:
-                started = time.monotonic()
                 build(self.log)
-                self.seconds["build"] = time.monotonic() - started
                 start_container(self.log)
         except BaseException as exc:  # handed to the test, which fails with it
             self.error = exc

@@ -2,6 +2,8 @@
 import subprocess
 import time
 
+import pytest
+
 from tests.e2e import image
 
 HEALTH_WAIT_S = 300  # the HEALTHCHECK's start period (60 s) and three failed checks fit well inside
@@ -28,6 +30,7 @@ def _wait_for_health() -> str:
     return state
 
 
+@pytest.mark.timeout(1800)  # run alone on a new machine, the wait for the build (debootstrap included) is here
 def test_the_image_runs_engram_read_only_as_its_user_healthy_and_answering_the_demo(
         image_build: image.Background) -> None:
     """The image built from the real Dockerfile (Debian base by debootstrap, wheels from the host, no network in the
@@ -35,8 +38,9 @@ def test_the_image_runs_engram_read_only_as_its_user_healthy_and_answering_the_d
     and no network: its own HEALTHCHECK turns healthy, and `engram demo` run inside the container is answered by that
     running engram (it does not fall back to a stack of its own), then the container stops cleanly."""
     state = _wait_for_health()
-    logs = _docker("logs", image.CONTAINER).stdout[-3000:] + _docker("logs", image.CONTAINER).stderr[-3000:]
-    assert state == "running healthy", f"container {state!r}; its log:\n{logs}"
+    if state != "running healthy":
+        logs = _docker("logs", "--tail", "60", image.CONTAINER)
+        pytest.fail(f"container {state!r}; its log:\n{logs.stdout}{logs.stderr}")
 
     settings = _docker("inspect", "--format", "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}} "
                        "{{.HostConfig.NetworkMode}}", image.CONTAINER)
