@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the image (in a thread, at low priority) as soon as its test is known to run."""
-    if any(item.path.name == IMAGE_TEST for item in session.items):
+    if not session.config.option.collectonly and any(item.path.name == IMAGE_TEST for item in session.items):
         log = Path(tempfile.mkdtemp(prefix="engram-image-")) / "build.log"
         session.config.stash[IMAGE_BUILD] = image.start_background(log)
 
@@ -36,7 +36,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Remove the image test's container, even when the test never ran."""
     if IMAGE_BUILD in session.config.stash:
-        image.stop_container()
+        session.config.stash[IMAGE_BUILD].finish()
 
 
 @pytest.fixture(scope="module")

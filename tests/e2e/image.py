@@ -144,6 +144,8 @@ class Background:
     unreachable: str | None = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    finished: bool = False  # the session is over: start no container, remove the one started
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self) -> None:
         """Build the image and start its container; never raises (the test reports what happened)."""
@@ -151,11 +153,20 @@ class Background:
             self.unreachable = docker_unreachable()
             if self.unreachable is None:
                 build(self.log)
-                start_container(self.log)
+                with self.lock:
+                    if not self.finished:
+                        start_container(self.log)
         except BaseException as exc:  # handed to the test, which fails with it
             self.error = exc
         finally:
             self.done.set()
+
+    def finish(self) -> None:
+        """End of the session: remove the container, or make sure it is never started (a build still running is
+        left to finish on its own; its layers are cached for the next run)."""
+        with self.lock:
+            self.finished = True
+            stop_container()
 
 
 
