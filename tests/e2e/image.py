@@ -22,7 +22,8 @@ from typing import Any
 
 ROOT = Path(__file__).parents[2]
 REQUIRED = "IMAGE_REQUIRED"  # set by `make test`: no Docker engine fails the image test, never skips it
-IMAGE = "engram:test"
+# One tag per checkout, so test sessions of two checkouts on one machine never run each other's image.
+IMAGE = f"engram:test-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:8]}"
 CONTAINER = f"engram-image-test-{os.getpid()}"
 UID = "10001:10001"  # the Dockerfile's numeric user
 # The base for the test: Debian's own python3.11 (with venv, and `python` on PATH as the Dockerfile calls it) on a
@@ -113,21 +114,26 @@ def wheels_image(log: Path) -> str:
     return tag
 
 
-def build(log: Path) -> None:
-    """Build the real Dockerfile on the Debian base with the wheels, no network inside the build."""
+def build(log: Path) -> str:
+    """Build the real Dockerfile on the Debian base with the wheels, no network inside the build; the image's id."""
     base, wheels = base_image(log), wheels_image(log)
-    _run([*NICE, "docker", "build", "--network", "none", "--build-arg", f"PYTHON_IMAGE={base}",
-          "--build-arg", f"WHEELS={wheels}", "--build-arg", "PIP_NO_INDEX=1", "-t", IMAGE, str(ROOT)], log,
-         env={**os.environ, "DOCKER_BUILDKIT": "0"})  # the classic builder: Debian's dockerd, no buildx plugin
+    with tempfile.TemporaryDirectory(prefix="engram-build-") as folder:
+        iidfile = Path(folder) / "iid"
+        _run([*NICE, "docker", "build", "--network", "none", "--build-arg", f"PYTHON_IMAGE={base}",
+              "--build-arg", f"WHEELS={wheels}", "--build-arg", "PIP_NO_INDEX=1", "--iidfile", str(iidfile),
+              "-t", IMAGE, str(ROOT)], log,
+             env={**os.environ, "DOCKER_BUILDKIT": "0"})  # the classic builder: Debian's dockerd, no buildx plugin
+        built = iidfile.read_text().strip()
     # A rebuild leaves the previous image untagged: drop it (only engram's, by its label).
     _run(["docker", "image", "prune", "--force", "--filter", "label=org.opencontainers.image.title=engram"], log)
+    return built
 
 
-def start_container(log: Path) -> None:
+def start_container(built: str, log: Path) -> None:
     """Run `engram up` from the image as its numeric user, root filesystem read-only, data in a tmpfs, no network."""
     subprocess.run(["docker", "rm", "--force", CONTAINER], capture_output=True, timeout=60)
     _run(["docker", "run", "--detach", "--name", CONTAINER, "--network", "none", "--read-only",
-          "--tmpfs", f"/data:uid={UID.split(':')[0]},gid={UID.split(':')[1]},mode=0700", "--user", UID, IMAGE], log)
+          "--tmpfs", f"/data:uid={UID.split(':')[0]},gid={UID.split(':')[1]},mode=0700", "--user", UID, built], log)
 
 
 def stop_container() -> None:
@@ -152,10 +158,10 @@ class Background:
         try:
             self.unreachable = docker_unreachable()
             if self.unreachable is None:
-                build(self.log)
+                built = build(self.log)
                 with self.lock:
                     if not self.finished:
-                        start_container(self.log)
+                        start_container(built, self.log)
         except BaseException as exc:  # handed to the test, which fails with it
             self.error = exc
         finally:
