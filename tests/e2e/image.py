@@ -65,6 +65,17 @@ def _has_image(tag: str) -> bool:
     return subprocess.run(["docker", "image", "inspect", tag], capture_output=True, timeout=60).returncode == 0
 
 
+def _drop_other_keys(tag: str, log: Path) -> None:
+    """Remove the images of the same name under older keys (a changed recipe or pin made them stale)."""
+    name = tag.split(":")[0]
+    listed = subprocess.run(["docker", "image", "ls", name, "--format", "{{.Repository}}:{{.Tag}}"],
+                            capture_output=True, text=True, timeout=60).stdout.split()
+    stale = [other for other in listed if other != tag]
+    if stale:  # only untagged where a cached layer still builds on it; never a reason to fail
+        with log.open("a") as out:
+            subprocess.run(["docker", "rmi", *stale], stdout=out, stderr=subprocess.STDOUT, timeout=120)
+
+
 def _import(folder: Path, tag: str, log: Path, *members: str) -> None:
     """`tar | docker import`: the folder's members (all of it by default) become a one-layer image."""
     with subprocess.Popen(["tar", "-C", str(folder), "-c", *(members or (".",))], stdout=subprocess.PIPE) as tar:
@@ -85,13 +96,19 @@ def base_image(log: Path) -> str:
             for child in (rootfs / trimmed).glob("*"):
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         _import(rootfs, tag, log)
+    _drop_other_keys(tag, log)
     return tag
 
 
 def _requirements() -> list[str]:
-    """The server's dependency list, as the Dockerfile reads it from pyproject.toml."""
-    dependencies: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return dependencies
+    """What the Dockerfile installs from an index: the server's dependencies, the light client's own in place of the
+    client (the Dockerfile installs that from clients/python)."""
+    def listed(pyproject: Path) -> list[str]:
+        dependencies: list[str] = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+        return dependencies
+
+    server = [r for r in listed(ROOT / "pyproject.toml") if not r.replace(" ", "").startswith("engram-client")]
+    return [*server, *listed(ROOT / "clients" / "python" / "pyproject.toml")]
 
 
 def wheels_image(log: Path) -> str:
@@ -105,12 +122,10 @@ def wheels_image(log: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="engram-wheels-") as folder:
         wheels, constraints = Path(folder) / "wheels", Path(folder) / "constraints.txt"
         constraints.write_text(pins)
-        requirements = [r for r in _requirements() if not r.replace(" ", "").startswith("engram-client")]
         _run([*NICE, sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "-w", str(wheels),
-              "-c", str(constraints), str(ROOT / "clients" / "python"), *requirements, *BUILD_REQUIREMENTS], log)
-        for own in wheels.glob("engram_client-*.whl"):  # the Dockerfile installs the client from its source
-            own.unlink()
+              "-c", str(constraints), *_requirements(), *BUILD_REQUIREMENTS], log)
         _import(Path(folder), tag, log, "wheels")
+    _drop_other_keys(tag, log)
     return tag
 
 
