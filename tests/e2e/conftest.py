@@ -1,5 +1,7 @@
 """End-to-end fixtures: a real nats-server (from the wheel), the services, Qdrant Edge, and the client SDK."""
 import asyncio
+import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -12,8 +14,59 @@ from services.stack import Running, running
 from shared.messaging import nats_server
 from shared.settings import Settings
 from tests.conftest import unique
+from tests.e2e import image
 
 T = TypeVar("T")
+IMAGE_TEST = "test_image.py"
+IMAGE_BUILD = pytest.StashKey[image.Background]()
+
+
+def _xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The image's build overlaps the other tests: run in one process, the image test runs last and the build starts
+    in a thread when it is collected; on pytest-xdist workers it is handed out first, and its worker waits for the
+    build while the others run the rest."""
+    worker = _xdist_worker(config)
+    items.sort(key=lambda item: (item.path.name == IMAGE_TEST) != worker)  # stable: the rest keep their order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the image (in a thread, at low priority) as soon as its test is known to run (in one process;
+    a pytest-xdist worker builds when it is handed the test)."""
+    if (not session.config.option.collectonly and not _xdist_worker(session.config)
+            and any(item.path.name == IMAGE_TEST for item in session.items)):
+        log = Path(tempfile.mkdtemp(prefix="engram-image-")) / "build.log"
+        session.config.stash[IMAGE_BUILD] = image.start_background(log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Remove the image test's container, even when the test never ran."""
+    if IMAGE_BUILD in session.config.stash:
+        session.config.stash[IMAGE_BUILD].finish()
+
+
+@pytest.fixture(scope="module")
+def image_build(request: pytest.FixtureRequest) -> Iterator[image.Background]:
+    """The image built and its container started (skips, or fails under `make test` or as root, with no engine)."""
+    build = request.config.stash.get(IMAGE_BUILD, None)
+    if build is None:
+        build = request.config.stash[IMAGE_BUILD] = image.start_background(
+            Path(tempfile.mkdtemp(prefix="engram-image-")) / "build.log")
+    if not build.done.wait(timeout=1500):
+        pytest.fail(f"the image build has not finished in 25 minutes; see {build.log}")
+    if build.unreachable is not None:
+        if os.environ.get(image.REQUIRED) or os.geteuid() == 0:
+            pytest.fail(build.unreachable)
+        pytest.skip(build.unreachable)
+    if build.error is not None:
+        pytest.fail(f"building or starting the image failed: {build.error}")
+    try:
+        yield build
+    finally:
+        image.stop_container()
 
 
 async def eventually(probe: Callable[[], Awaitable[T]], check: Callable[[T], bool] = bool,
