@@ -3,7 +3,8 @@ scheduler's pass over 10,000 tenants, on Qdrant Edge in-process and a real nats-
 
 Each phase runs in a fresh process (`python -m bench.consolidation <phase> ...`) so its peak resident memory
 (VmHWM) is its own: fill the shard; the first scheduled run (every owner new); then a quiet slot in which 1% of
-the users (10, the big one among them) got new episodes, and the scheduled run that follows it. The runs go
+the users (10 ordinary ones) got new episodes, and the scheduled run that follows it; then a slot in which only the
+big user got new episodes, and its run. The runs go
 through `Scheduler.pass_once`, the consolidator's own entry point, with the tenant made due in the schedule's KV
 bucket. Entries are synthetic but shaped like real ones: 85% episodes (a few near-duplicates to merge), 15% facts
 in 20 slots per user (newer statements supersede older ones), Zipf-distributed words, random unit vectors.
@@ -83,7 +84,7 @@ async def fill(folder: Path, total: int) -> dict[str, Any]:
     rng = np.random.default_rng(11)
     bm25 = Bm25Encoder("english")
     store = EdgeStore.open(folder, DIM)
-    now = datetime.now(UTC)
+    now = datetime.now(UTC) - timedelta(days=1)  # written a day ago: before the last scheduled run, as in a live tenant
     started = time.perf_counter()
     for first in range(0, total, BATCH):
         count = min(BATCH, total - first)
@@ -101,14 +102,14 @@ async def fill(folder: Path, total: int) -> dict[str, Any]:
     return {"entries": total, "fill_s": took, "entries_per_s": total / took}
 
 
-async def touch(folder: Path, total: int) -> dict[str, Any]:
-    """New episodes for 1% of the users (the big one among them), as a quiet slot brings."""
-    rng = np.random.default_rng(13)
+async def touch(folder: Path, total: int, big: bool) -> dict[str, Any]:
+    """New episodes for 1% of the users (ordinary ones), as a quiet slot brings; or for the big user alone."""
+    rng = np.random.default_rng(13 + big)
     bm25 = Bm25Encoder("english")
     store = EdgeStore.open(folder, DIM)
     now = datetime.now(UTC)
-    users = ["u0000"] + [f"u{1 + k * (USERS - 1) // TOUCHED_USERS:04d}" for k in range(TOUCHED_USERS - 1)]
-    n = total + 10_000_000
+    users = ["u0000"] if big else [f"u{1 + k * (USERS - 1) // TOUCHED_USERS:04d}" for k in range(TOUCHED_USERS)]
+    n = total + (20_000_000 if big else 10_000_000)
     batch = []
     for user in users:
         for text in _words(rng, TOUCH_EPISODES, 30):
@@ -219,10 +220,13 @@ def run(sizes: list[int], tenants: int = SCHEDULER_TENANTS) -> dict[str, Any]:
                 folder = Path(tmp) / f"edge-{size}"
                 filled = _phase("fill", str(folder), str(size))
                 first = _phase("run", str(folder), server.url)
-                touched = _phase("touch", str(folder), str(size))
+                touched = _phase("touch", str(folder), str(size), "ordinary")
                 steady = _phase("run", str(folder), server.url)
+                _phase("touch", str(folder), str(size), "big")
+                big = _phase("run", str(folder), server.url)
                 rows.append({"entries": size, "users": USERS, "big_user_episodes": min(BIG_USER_EPISODES, size // 2),
-                             "fill": filled, "first_run": first, "touched": touched, "quiet_run": steady})
+                             "fill": filled, "first_run": first, "touched": touched, "quiet_run": steady,
+                             "big_user_run": big})
                 subprocess.run(["rm", "-rf", str(folder)], check=True)
             folder = Path(tmp) / "edge-tenants"
             filled = _phase("fill-tenants", str(folder), str(tenants))
@@ -238,7 +242,7 @@ def main(argv: list[str]) -> None:
     if phase == "fill":
         result = asyncio.run(fill(folder, int(argv[2])))
     elif phase == "touch":
-        result = asyncio.run(touch(folder, int(argv[2])))
+        result = asyncio.run(touch(folder, int(argv[2]), argv[3] == "big"))
     elif phase == "run":
         result = asyncio.run(scheduled_run(folder, argv[2]))
     elif phase == "fill-tenants":
