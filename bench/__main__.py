@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import pipeline, report, scale, sweep
+from bench import consolidation, pipeline, report, scale, sweep
 from shared.evaluation import locomo
 from shared.evaluation.machine import describe
 from shared.evaluation.settings import EvalSettings
@@ -32,13 +32,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         results["sweep"] = await sweep.run(args.sweep_keys)
     if "scale" in args.only:
         results["scale"] = await scale.run([int(s) for s in args.sizes.split(",")], settings, args.scale_queries)
+    if "consolidation" in args.only:
+        results["consolidation"] = await asyncio.to_thread(
+            consolidation.run, [int(s) for s in args.consolidation_sizes.split(",")], args.consolidation_tenants)
     return results
 
 
 def cli() -> None:
     """Parse arguments, run, report."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--only", default="pipeline,sweep,scale", help="any of pipeline, sweep, scale")
+    parser.add_argument("--only", default="pipeline,sweep,scale", help="any of pipeline, sweep, scale, consolidation")
     parser.add_argument("--conversation", type=Path, help="LoCoMo file (default: 26.json in ENGRAM_LOCOMO_DIR)")
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=40,
@@ -48,6 +51,10 @@ def cli() -> None:
     parser.add_argument("--sweep-keys", type=int, default=100_000, help="finished conversations in working memory")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--scale-queries", type=int, default=scale.QUERIES, help="queries per scale figure")
+    parser.add_argument("--consolidation-sizes", default="100000,1000000",
+                        help="entries of the one tenant the consolidation benchmark fills")
+    parser.add_argument("--consolidation-tenants", type=int, default=consolidation.SCHEDULER_TENANTS,
+                        help="tenants the scheduler's pass goes over")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

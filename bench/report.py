@@ -51,6 +51,8 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
         table.add_row("open index listing at start-up", f"{sweep['open_conversations']}",
                       f"{sweep['index_listing_ms']:.1f}")
         console.print(table)
+    if "consolidation" in results:
+        _consolidation(results["consolidation"], console)
     if "scale" in results:
         table = Table(title="scale: synthetic entries, 100 tenants x 100 users, precomputed query vectors")
         for column in ("backend", "entries", "upserts/s", "index build s", "store p50 ms", "store p95 ms",
@@ -134,3 +136,27 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
         plt.close(fig)
         written.append(out / "scale.png")
     return written
+
+
+def _consolidation(result: dict[str, Any], console: Console) -> None:
+    table = Table(title="consolidation: one tenant, 1,000 users (one with 40,000 episodes), scheduled runs")
+    for column in ("entries", "users", "fill s", "first run s", "first run peak MB", "quiet-slot run s",
+                   "quiet-slot peak MB", "big-user slot run s", "big-user slot peak MB"):
+        table.add_column(column, justify="right")
+    for row in result["rows"]:
+        big = row.get("big_user_run", {"run_s": float("nan"), "peak_mb": float("nan")})
+        table.add_row(f"{row['entries']:,}", f"{row['users']:,}", f"{row['fill']['fill_s']:.0f}",
+                      f"{row['first_run']['run_s']:.1f}", f"{row['first_run']['peak_mb']:.0f}",
+                      f"{row['quiet_run']['run_s']:.2f}", f"{row['quiet_run']['peak_mb']:.0f}",
+                      f"{big['run_s']:.2f}", f"{big['peak_mb']:.0f}")
+    console.print(table)
+    console.print(f"quiet slot: {result['rows'][0]['touched']['touched_users']} ordinary users got "
+                  f"{result['rows'][0]['touched']['new_episodes']} new episodes before the run; big-user slot: "
+                  "the user with 40,000 episodes got 20 more")
+    sched = result["scheduler"]
+    table = Table(title=f"the scheduler's pass over {sched['tenants']:,} tenants")
+    for column in ("first pass (every tenant new) s", "nothing due s", f"{sched['due']} due s", "peak MB"):
+        table.add_column(column, justify="right")
+    table.add_row(f"{sched['first_seen_s']:.2f}", f"{sched['nothing_due_s']:.2f}", f"{sched['some_due_s']:.2f}",
+                  f"{sched['peak_mb']:.0f}")
+    console.print(table)

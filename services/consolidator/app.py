@@ -7,7 +7,6 @@ from faststream.nats import NatsMessage, NatsRouter
 from engram_client import subjects
 from engram_client.contract import ConsolidateRequest, Forget, RebuildRequest, check_tenant
 from engram_client.errors import Unavailable
-from shared.consolidation.forget import forget
 from shared.consolidation.schedule import measured
 from shared.messaging import replies
 from shared.rebuild.run import announce_forget, rebuild
@@ -52,7 +51,7 @@ def build_consolidator(settings: Settings, deps: ConsolidatorDeps) -> Consolidat
         check_tenant(request, tenant)
         # Under the tenant's lease: a consolidation running meanwhile could write back a profile built from
         # facts this request deletes.
-        result = await deps.leases.run(tenant, lambda: forget(deps.places, tenant, request),
+        result = await deps.leases.run(tenant, lambda: deps.forget(tenant, request),
                                        wait_s=settings.lease_ttl_s)
         if result is None:
             raise Unavailable(f"a consolidation of tenant {tenant!r} has held its lease for over "

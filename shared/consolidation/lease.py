@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -33,6 +34,24 @@ async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, descript
     except BucketNotFoundError:
         return await js.create_key_value(KeyValueConfig(bucket=name, history=1, ttl=ttl_s, description=description,
                                                         replicas=replicas))
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """The record of a tenant's last finished scheduled run."""
+
+    slot: int                       # -1: never run (the tenant is new)
+    started_at: datetime | None = None  # None: the next scheduled run goes over every owner
+    fingerprint: str | None = None  # the settings and version it ran with (Consolidation.fingerprint)
+    full_slot: int = -1             # the slot of the last scheduled run that went over every owner
+
+    @classmethod
+    def parse(cls, value: bytes | None) -> "LastRun":
+        """From the bucket's JSON (records written before `started_at` existed read as full runs due)."""
+        data = json.loads(value or b"{}")
+        started = data.get("started_at")
+        return cls(slot=int(data.get("slot", -1)), started_at=datetime.fromisoformat(started) if started else None,
+                   fingerprint=data.get("fingerprint"), full_slot=int(data.get("full_slot", -1)))
 
 
 class LeaseLost(Unavailable):
@@ -120,13 +139,42 @@ class Leases:
 
     async def last_slot(self, tenant: str) -> int:
         """The schedule slot of the tenant's last finished scheduled run (-1 if none)."""
+        return (await self.last_run(tenant)).slot
+
+    async def last_run(self, tenant: str) -> LastRun:
+        """The record of the tenant's last finished scheduled run (slot -1 if none)."""
         try:
             entry = await self._runs.get(tenant)
         except KeyNotFoundError:
-            return -1
-        return int(json.loads(entry.value or b"{}").get("slot", -1))
+            return LastRun(slot=-1)
+        return LastRun.parse(entry.value)
 
-    async def finished(self, tenant: str, slot: int) -> None:
-        """Record that the tenant's run of this slot finished."""
-        await self._runs.put(tenant, json.dumps({"slot": slot, "by": self.holder,
-                                                  "at": datetime.now(UTC).isoformat()}).encode())
+    async def last_runs(self) -> dict[str, LastRun]:
+        """Every tenant's record, read in one pass over the bucket (one request per tenant would make a pass over
+        10,000 tenants take seconds)."""
+        out: dict[str, LastRun] = {}
+        watcher = await self._runs.watchall(ignore_deletes=True)
+        try:
+            async for entry in watcher:
+                if entry is None:  # the watcher's marker: every current value has been delivered
+                    break
+                out[entry.key] = LastRun.parse(entry.value)
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return out
+
+    async def finished(self, tenant: str, slot: int, started_at: datetime | None = None,
+                       fingerprint: str | None = None, full_slot: int = -1) -> None:
+        """Record that the tenant's run of this slot finished (started at `started_at`: the next run looks for
+        changes from then on; None makes the next run a full one)."""
+        await self._runs.put(tenant, json.dumps({
+            "slot": slot, "by": self.holder, "at": datetime.now(UTC).isoformat(),
+            "started_at": started_at.isoformat() if started_at else None, "fingerprint": fingerprint,
+            "full_slot": full_slot}).encode())
+
+    async def full_next(self, tenant: str) -> None:
+        """Make the tenant's next scheduled run go over every owner: a deletion leaves no `updated_at` behind to
+        find its owner by. Call it holding the tenant's lease, or a run in progress could record over it."""
+        last = await self.last_run(tenant)
+        if last.slot >= 0 and last.started_at is not None:
+            await self.finished(tenant, last.slot, None, last.fingerprint, last.full_slot)

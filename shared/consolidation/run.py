@@ -5,10 +5,12 @@ Every job reads what it needs just before it writes, writes only what differs, a
 and `now` alone, so a run is idempotent and may be interrupted anywhere: the next run finishes the work.
 """
 import asyncio
+import hashlib
+import json
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
 
 from engram_client.contract import ConsolidateRequest, ConsolidationJob, ConsolidationSummary, check_tenant
 from shared.consolidation import importance, merge, outdated, profile, retention, same_fact
@@ -20,7 +22,7 @@ from shared.llm import LlmClient
 from shared.messaging.events import Publish
 from shared.runtime import metrics
 from shared.settings import Settings
-from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries, pages
+from shared.store import EntryFilter, MemoryEntry, Scope, Store, pages
 
 ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget", "profile")
 
@@ -41,6 +43,24 @@ class Consolidation:
         return retention.Policy(half_life_days=s.half_life_days, min_score=s.retention_min_score,
                                 ttl_days=s.retention_ttl_days_by_tenant.get(tenant, s.retention_ttl_days),
                                 max_entries=s.max_entries_per_user)
+
+    @property
+    def incremental(self) -> bool:
+        """Whether a scheduled run may skip owners with no change: not when the model judges facts, since a
+        neighbourhood it could not answer is asked again on the next run whether or not anything changed."""
+        return self.llm is None or not self.settings.llm_consolidate
+
+    def fingerprint(self, tenant: str) -> str:
+        """What the jobs' decisions depend on besides the stored data: the settings they read and the engram
+        version. A scheduled run after it changed goes over every owner."""
+        s = self.settings
+        try:
+            version = metadata.version("engram-server")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        wanted = {"version": version, "policy": self.policy(tenant).__dict__, "merge": [s.merge_threshold,
+                  s.merge_min_overlap], "outdated": [s.outdated_band, s.rrf_k], "llm": self.incremental}
+        return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -73,11 +93,42 @@ async def read_all(store: Store, owner: Owner, entry_filter: EntryFilter | None 
     return out
 
 
-def owners(tenant: str, entries: Iterable[MemoryEntry]) -> list[Owner]:
-    """Every owner among these entries, users first, in a stable order."""
-    users = sorted({e.user_id for e in entries if e.user_id is not None})
-    conversations = sorted({e.conversation_id for e in entries if e.user_id is None})
-    return [Owner(tenant, u, None) for u in users] + [Owner(tenant, None, c) for c in conversations]
+async def find_owners(store: Store, scope: Scope, entry_filter: EntryFilter | None = None) -> list[Owner]:
+    """Every owner with an entry in the scope matching the filter, users first, in a stable order: listed from the
+    payload index (user and conversation keys), so no entry is read however many the tenant holds."""
+    users = await store.distinct(scope, "user_id", entry_filter)
+    conversations: list[str] = []
+    if scope.user_id is None:
+        no_user = (entry_filter or EntryFilter()).model_copy(update={"without_user": True})
+        conversations = await store.distinct(scope, "conversation_id", no_user)
+    return [Owner(scope.tenant_id, u, None) for u in users] + [Owner(scope.tenant_id, None, c) for c in conversations]
+
+
+async def changed_owners(c: Consolidation, scope: Scope, since: datetime, now: datetime,
+                         last_stamp: datetime | None = None) -> list[Owner]:
+    """The owners a run has work for when the last one went over every owner up to `since`: those with an entry
+    written or changed since (new entries, a forget's mending, an ingestor's supersede), and, under a TTL, those
+    holding an entry past it (the one decision that moves with the wall clock). Every other owner's jobs would
+    decide what they decided last time: each is a pure function of the owner's entries, and the one change that
+    stamps no `updated_at`, a recall's use count, only raises retention. Deletions stamp nothing either: a forget
+    makes the tenant's next scheduled run a full one (see lease.py).
+
+    Args:
+        last_stamp: the `updated_at` the last run wrote (its start): its own writes are its output, which a run
+            over the same entries would write again, so they are no change to look at.
+    """
+    if last_stamp is None or last_stamp < since:
+        changed = [EntryFilter(updated_since=since)]
+    else:
+        changed = [EntryFilter(updated_since=since, updated_before=last_stamp),
+                   EntryFilter(updated_since=last_stamp + timedelta(microseconds=1))]
+    ttl_days = c.policy(scope.tenant_id).ttl_days
+    if ttl_days is not None:
+        changed.append(EntryFilter(until=now - timedelta(days=ttl_days)))
+    found: set[Owner] = set()
+    for entry_filter in changed:
+        found.update(await find_owners(c.store, scope, entry_filter))
+    return sorted(found, key=lambda o: (o.user_id is None, o.user_id or "", o.conversation_id or ""))
 
 
 async def _score(c: Consolidation, owner: Owner, apply: Changes) -> int:
@@ -148,15 +199,22 @@ async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
     return 1
 
 
-async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest,
-                      now: datetime | None = None) -> ConsolidationSummary:
-    """Run the requested jobs (all by default) for the tenant, or only for `request.user_id`, and say what changed."""
+async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest, now: datetime | None = None,
+                      changed_since: tuple[datetime, datetime | None] | None = None) -> ConsolidationSummary:
+    """Run the requested jobs (all by default) for the tenant, or only for `request.user_id`, and say what changed.
+
+    Args:
+        now: the run's time, which its writes are stamped with.
+        changed_since: only the owners with work since then, given the last run's stamp (see `changed_owners`);
+            None: every owner.
+    """
     check_tenant(request, tenant)
     started, clock = now or datetime.now(UTC), time.perf_counter()
     jobs = set(request.jobs or ALL_JOBS)
     apply = applier(c.store, c.publish, started)
-    listed = await all_entries(c.store, Scope(tenant_id=tenant, user_id=request.user_id))
-    found = owners(tenant, listed)
+    scope = Scope(tenant_id=tenant, user_id=request.user_id)
+    found = (await find_owners(c.store, scope) if changed_since is None
+             else await changed_owners(c, scope, changed_since[0], started, changed_since[1]))
     counts = dict.fromkeys(("scored", "superseded", "merged", "forgotten", "profiles_updated"), 0)
     for owner in found:
         if "score" in jobs:

@@ -4,33 +4,41 @@ Time is cut into slots of `interval_s`; a tenant is first consolidated in the sl
 seen in (its first entries need no consolidating yet; `<prefix>.<tenant>.consolidate` runs it at once). Each
 replica looks often (a fraction of the interval and of the lease TTL) for tenants whose last finished scheduled
 run is from an earlier slot, takes the tenant's lease, checks again (another replica may have just finished it),
-runs the jobs and records the slot. A replica that dies mid-run leaves the slot unrecorded and its lease to
-expire; another replica then runs the tenant again, and since every job is idempotent the result is the same as
-one clean run.
+runs the jobs and records the slot and when the run started. The next scheduled run goes only over the owners
+with entries written since then (see `run.changed_owners`); every `full_every_slots`, after a forget, or when
+settings or the version changed, it goes over every owner. A replica that dies mid-run leaves the slot unrecorded
+and its lease to expire; another replica then runs the tenant again, and since every job is idempotent the result
+is the same as one clean run.
 """
 import asyncio
 import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import get_args
 
 from engram_client.contract import ConsolidateRequest, ConsolidationSummary, EntryKind
-from shared.consolidation.lease import Leases
+from shared.consolidation.lease import LastRun, Leases
 from shared.consolidation.run import Consolidation, consolidate
 from shared.runtime import metrics
-from shared.store import EntryFilter, Scope
+from shared.store import EntryFilter
 
 log = logging.getLogger("engram.consolidator")
 MIN_TICK_S = 0.1
+FULL_EVERY_SLOTS = 24  # a scheduled run over every owner at least this often (a day at the default interval)
+# Entries are stamped by other processes' clocks, and an ingestor stamps a window's entries before it writes them:
+# a run looks for changes from this long before the last run started.
+CLOCK_MARGIN = timedelta(minutes=15)
 
 
-async def measured(c: Consolidation, tenant: str, request: ConsolidateRequest, trigger: str) -> ConsolidationSummary:
-    """One run, counted and timed in metrics (by trigger and outcome)."""
+async def measured(c: Consolidation, tenant: str, request: ConsolidateRequest, trigger: str,
+                   now: datetime | None = None,
+                   changed_since: tuple[datetime, datetime | None] | None = None) -> ConsolidationSummary:
+    """One run, counted and timed in metrics (by trigger and outcome); see `consolidate` for the rest."""
     started = time.perf_counter()
     try:
-        summary = await consolidate(c, tenant, request)
+        summary = await consolidate(c, tenant, request, now, changed_since)
     except BaseException:
         metrics.consolidation_runs_total.labels(trigger, "error").inc()
         raise
@@ -50,6 +58,7 @@ class Scheduler:
     consolidation: Consolidation
     leases: Leases
     interval_s: float
+    full_every_slots: int = FULL_EVERY_SLOTS
 
     @property
     def tick_s(self) -> float:
@@ -75,9 +84,10 @@ class Scheduler:
         slot = self.slot()
         ran = 0
         tenants = await self.consolidation.store.tenants()
+        runs = await self.leases.last_runs()
         for tenant in tenants:
             try:
-                last = await self.leases.last_slot(tenant)
+                last = runs.get(tenant, LastRun(slot=-1)).slot
                 if last < 0:  # a tenant seen for the first time is consolidated from the next slot on
                     await self.leases.finished(tenant, slot)
                     continue
@@ -89,26 +99,36 @@ class Scheduler:
                 continue
             ran += bool(done)
         if ran:
-            await self._count(tenants)
+            await self._count()
         return ran
 
+    def changed_since(self, tenant: str, last: LastRun, slot: int) -> tuple[datetime, datetime] | None:
+        """Where the run of `slot` looks for changes from, and the last run's own stamp; None: it goes over every
+        owner (the first run, a forget since the last, other settings or another version, the model judging
+        facts, or a full run due)."""
+        c = self.consolidation
+        if (not c.incremental or last.started_at is None or last.fingerprint != c.fingerprint(tenant)
+                or slot - last.full_slot >= self.full_every_slots):
+            return None
+        return last.started_at - CLOCK_MARGIN, last.started_at
+
     async def _due(self, tenant: str, slot: int) -> bool:
-        if await self.leases.last_slot(tenant) >= slot:  # another replica finished it while we took the lease
+        last = await self.leases.last_run(tenant)
+        if last.slot >= slot:  # another replica finished it while we took the lease
             return False
-        await measured(self.consolidation, tenant, ConsolidateRequest(), "schedule")
-        await self.leases.finished(tenant, slot)
+        started = datetime.now(UTC)
+        since = self.changed_since(tenant, last, slot)
+        await measured(self.consolidation, tenant, ConsolidateRequest(), "schedule", started, since)
+        await self.leases.finished(tenant, slot, started, self.consolidation.fingerprint(tenant),
+                                   slot if since is None else last.full_slot)
         return True
 
-    async def _count(self, tenants: list[str]) -> None:
+    async def _count(self) -> None:
+        # Counted from the kind index across the store, in two reads, not two per tenant.
         store = self.consolidation.store
-        everything = 0
+        counts = await store.kind_counts()
         for kind in get_args(EntryKind):
-            total = 0
-            for tenant in tenants:
-                total += await store.count(Scope(tenant_id=tenant), EntryFilter(kinds=[kind]))
-            metrics.entries_by_kind.labels(kind).set(total)
-            everything += total
-        never = 0
-        for tenant in tenants:
-            never += await store.count(Scope(tenant_id=tenant), EntryFilter(never_recalled=True))
+            metrics.entries_by_kind.labels(kind).set(counts.get(kind, 0))
+        everything = sum(counts.get(kind, 0) for kind in get_args(EntryKind))
+        never = sum((await store.kind_counts(EntryFilter(never_recalled=True))).values())
         metrics.never_recalled_ratio.set(never / everything if everything else 0.0)

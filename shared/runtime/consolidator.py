@@ -10,7 +10,7 @@ from typing import Any
 
 from faststream.nats import NatsBroker
 
-from engram_client.contract import ConsolidateRequest, Forget, RebuildReport
+from engram_client.contract import ConsolidateRequest, Forget, ForgetResult, RebuildReport
 from engram_client.errors import Unavailable
 from shared.consolidation.forget import Places, forget
 from shared.consolidation.lease import Leases
@@ -42,6 +42,13 @@ class ConsolidatorDeps:
         """This replica's share of the schedule."""
         return Scheduler(self.consolidation, self.leases, self.settings.consolidate_interval_s)
 
+    async def forget(self, tenant: str, request: Forget) -> ForgetResult:
+        """Forget (hold the tenant's lease), then make its next scheduled run a full one: what was deleted left no
+        change for a run to find its owner by."""
+        result = await forget(self.places, tenant, request)
+        await self.leases.full_next(tenant)
+        return result
+
     def for_rebuild(self) -> RebuildDeps:
         """What a rebuild run by this replica uses: its store, stream and connection, its tenant leases around each
         tenant's consolidation of the new build and each forget applied to it, and the cluster-wide rebuild lease.
@@ -58,7 +65,12 @@ class ConsolidatorDeps:
             return await leased(tenant, lambda: consolidate(replace(self.consolidation, store=store), tenant, request))
 
         async def forget_on(store: Store, tenant: str, request: Forget) -> object:
-            return await leased(tenant, lambda: forget(replace(self.places, store=store), tenant, request))
+            async def job() -> object:
+                result = await forget(replace(self.places, store=store), tenant, request)
+                await self.leases.full_next(tenant)  # the deletion left no change for a scheduled run to find
+                return result
+
+            return await leased(tenant, job)
 
         async def lock(job: Callable[[], Coroutine[Any, Any, RebuildReport]]) -> RebuildReport | None:
             return await self.leases.run(LOCK, job)

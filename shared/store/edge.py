@@ -216,6 +216,22 @@ class EdgeStore(ByIdMixin):
                                                                          exact=True))
         return sorted(str(hit.value) for hit in response.hits)
 
+    async def distinct(self, scope: Scope, key: Literal["user_id", "conversation_id"],
+                       entry_filter: EntryFilter | None = None) -> list[str]:
+        """The distinct user (or conversation) ids of the matching entries, from the payload index."""
+        request = qe.FacetRequest(key=scoping.DISTINCT_KEYS[key], limit=scoping.DISTINCT_LIMIT, exact=True,
+                                  filter=_filter(scope, entry_filter))
+        response = await self._read(self._shard.facet, request)
+        return scoping.unscoped(scope, (str(hit.value) for hit in response.hits))
+
+    async def kind_counts(self, entry_filter: EntryFilter | None = None) -> dict[str, int]:
+        """Entries of each kind across every tenant (from the `kind` index)."""
+        conditions = scoping.unscoped_conditions(entry_filter)
+        request = qe.FacetRequest(key="kind", limit=16, exact=True,
+                                  filter=qe.Filter(must=[_condition(c) for c in conditions]) if conditions else None)
+        response = await self._read(self._shard.facet, request)
+        return {str(hit.value): int(hit.count) for hit in response.hits}
+
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""
         request = qe.CountRequest(exact=True, filter=_filter(scope, entry_filter))

@@ -139,6 +139,9 @@ class EntryFilter(BaseModel):
     include_superseded: bool = True                    # False: leave out superseded facts
     include_merged: bool = True                        # False: leave out entries merged into another
     never_recalled: bool = False                       # True: only entries no recall has returned yet
+    without_user: bool = False                         # True: only entries that name no user
+    updated_since: datetime | None = None              # updated_at >= updated_since
+    updated_before: datetime | None = None             # updated_at < updated_before
 
 
 class Condition(BaseModel):

@@ -46,6 +46,15 @@ class Store(Protocol):
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries. The one read not scoped to a tenant: it returns ids, never data."""
 
+    async def distinct(self, scope: Scope, key: Literal["user_id", "conversation_id"],
+                       entry_filter: EntryFilter | None = None) -> list[str]:
+        """The distinct user (or conversation) ids among the entries matching the scope and filter, sorted, read
+        from the payload index (no entry is read)."""
+
+    async def kind_counts(self, entry_filter: EntryFilter | None = None) -> dict[str, int]:
+        """How many entries of each kind match the filter across every tenant. Like `tenants`, not scoped to a
+        tenant: it returns counts, never data."""
+
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""
 

@@ -211,6 +211,24 @@ class ClientStore(ByIdMixin):
             response = await self._client.facet(self._collection, key=scoping.TENANT_FIELD, limit=limit, exact=True)
         return sorted(str(hit.value) for hit in response.hits)
 
+    async def distinct(self, scope: Scope, key: Literal["user_id", "conversation_id"],
+                       entry_filter: EntryFilter | None = None) -> list[str]:
+        """The distinct user (or conversation) ids of the matching entries, from the payload index."""
+        with _reachable("a listing of owners"):
+            response = await self._client.facet(self._collection, key=scoping.DISTINCT_KEYS[key],
+                                                facet_filter=_filter(scope, entry_filter),
+                                                limit=scoping.DISTINCT_LIMIT, exact=True)
+        return scoping.unscoped(scope, (str(hit.value) for hit in response.hits))
+
+    async def kind_counts(self, entry_filter: EntryFilter | None = None) -> dict[str, int]:
+        """Entries of each kind across every tenant (from the `kind` index)."""
+        conditions = scoping.unscoped_conditions(entry_filter)
+        with _reachable("a count by kind"):
+            response = await self._client.facet(
+                self._collection, key="kind", limit=16, exact=True,
+                facet_filter=qm.Filter(must=[_condition(c) for c in conditions]) if conditions else None)
+        return {str(hit.value): int(hit.count) for hit in response.hits}
+
     async def count(self, scope: Scope, entry_filter: EntryFilter | None = None) -> int:
         """How many entries match."""
         with _reachable("a count"):

@@ -1,8 +1,11 @@
 """The one place where a scope and a filter become payload conditions; every backend query goes through it."""
+from collections.abc import Iterable
+
 from shared.errors import ConfigError
 from shared.store.model import CONVERSATION_KEY, USER_KEY, Condition, EntryFilter, Scope, scoped_key
 
 TENANT_FIELD = "tenant_id"
+DISTINCT_KEYS = {"user_id": USER_KEY, "conversation_id": CONVERSATION_KEY}  # indexed, so listed from the index
 
 
 def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Condition]:
@@ -14,6 +17,12 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
         out.append(Condition(key=USER_KEY, op="eq", value=scoped_key(scope.tenant_id, scope.user_id)))
     if scope.conversation_id is not None:
         out.append(Condition(key=CONVERSATION_KEY, op="eq", value=scoped_key(scope.tenant_id, scope.conversation_id)))
+    return out + unscoped_conditions(entry_filter)
+
+
+def unscoped_conditions(entry_filter: EntryFilter | None) -> list[Condition]:
+    """The filter's conditions alone: only for reads across tenants that return counts or ids, never data."""
+    out: list[Condition] = []
     f = entry_filter or EntryFilter()
     if f.persons:
         out.append(Condition(key="persons", op="any", value=list(f.persons)))
@@ -35,9 +44,20 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
         out.append(Condition(key="merged_into", op="is_null"))
     if f.never_recalled:
         out.append(Condition(key="last_accessed_at", op="is_null"))
+    if f.without_user:
+        out.append(Condition(key=USER_KEY, op="is_null"))
+    if f.updated_since or f.updated_before:
+        out.append(Condition(key="updated_at", op="range", gte=f.updated_since, lt=f.updated_before))
     return out
 
 
+def unscoped(scope: Scope, keys: Iterable[str]) -> list[str]:
+    """User or conversation ids from their scoped keys (`<tenant>/<id>`), sorted; keys of other tenants dropped."""
+    prefix = scoped_key(scope.tenant_id, "")
+    return sorted(k[len(prefix):] for k in keys if k.startswith(prefix))
+
+
+DISTINCT_LIMIT = 10_000_000  # owners listed at once: more than one tenant of one shard holds
 # Payload indexes. Every query is filtered by tenant, so there is no collection-wide HNSW graph (m=0): the engine
 # builds one graph per tenant (payload_m), and per user for users big enough to need one; a scope smaller than
 # the full-scan threshold is scored directly from the payload index. The other fields only narrow a scope and
@@ -45,7 +65,7 @@ def conditions(scope: Scope, entry_filter: EntryFilter | None = None) -> list[Co
 GRAPH_KEYWORD_INDEXES = (USER_KEY,)
 KEYWORD_INDEXES = (CONVERSATION_KEY, "persons", "kind", "topic", "location", "superseded_by", "merged_into",
                    "slot_key")
-DATETIME_INDEXES = ("occurred_at",)
+DATETIME_INDEXES = ("occurred_at", "updated_at")  # updated_at: the owners a scheduled run has work for
 HNSW_M = 0          # no graph over all tenants together
 HNSW_PAYLOAD_M = 16  # per-tenant (and per big user) graphs
 HNSW_EF_CONSTRUCT = 100

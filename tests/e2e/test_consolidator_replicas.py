@@ -59,9 +59,10 @@ async def test_each_tenant_runs_once_per_interval_across_two_replicas(tmp_path: 
     real = schedule.consolidate
 
     async def counted(c: runs.Consolidation, tenant: str, request: ConsolidateRequest,
-                      now: datetime | None = None) -> ConsolidationSummary:
+                      now: datetime | None = None,
+                      changed_since: tuple[datetime, datetime | None] | None = None) -> ConsolidationSummary:
         runs_of[(tenant, int(datetime.now(UTC).timestamp() // interval_s))] += 1
-        return await real(c, tenant, request, now)
+        return await real(c, tenant, request, now, changed_since)
 
     monkeypatch.setattr(schedule, "consolidate", counted)
     settings = replicated(tmp_path, consolidate_interval_s=interval_s, lease_ttl_s=3.0)

@@ -328,6 +328,48 @@ async def test_tenants_lists_every_tenant_with_entries_and_nothing_else(store: S
     assert len(listed) == len(set(listed))
 
 
+ONE = [1.0, 0.0, 0.0, 0.0]
+
+
+def touched(stored: StoredEntry, days: int) -> StoredEntry:
+    """The same entry, last written `days` after T0."""
+    return StoredEntry(entry=stored.entry.model_copy(update={"updated_at": T0 + timedelta(days=days)}),
+                       vectors=stored.vectors)
+
+
+async def test_distinct_lists_the_owners_of_matching_entries_in_scope_only(store: Store) -> None:
+    """`distinct` names each user (or conversation) with a matching entry once, sorted, never another tenant's;
+    `without_user` keeps entries that name no user, `updated_since` those written since."""
+    mine, theirs = unique("t"), unique("t")
+    await store.upsert([item(mine, ["a"], user="u2", conversation="c1", dense=ONE, terms=[1]),
+                        item(mine, ["b"], user="u2", conversation="c2", dense=ONE, terms=[1]),
+                        touched(item(mine, ["c"], user="u1", conversation="c1", kind="fact", dense=ONE, terms=[1]), 3),
+                        item(mine, ["d"], user=None, conversation="c4", dense=ONE, terms=[1]),
+                        touched(item(mine, ["e"], user=None, conversation="c3", dense=ONE, terms=[1]), 5),
+                        item(theirs, ["a"], user="u9", conversation="c9", dense=ONE, terms=[1])])
+    scope = Scope(tenant_id=mine)
+    assert await store.distinct(scope, "user_id") == ["u1", "u2"]
+    assert await store.distinct(scope, "conversation_id") == ["c1", "c2", "c3", "c4"]
+    assert await store.distinct(scope, "conversation_id", EntryFilter(without_user=True)) == ["c3", "c4"]
+    assert await store.distinct(Scope(tenant_id=mine, user_id="u2"), "conversation_id") == ["c1", "c2"]
+    assert await store.distinct(scope, "user_id", EntryFilter(kinds=["fact"])) == ["u1"]
+    since = EntryFilter(updated_since=T0 + timedelta(days=1))
+    assert await store.distinct(scope, "user_id", since) == ["u1"]
+    assert await store.distinct(scope, "conversation_id", since.model_copy(update={"without_user": True})) == ["c3"]
+    assert await store.distinct(Scope(tenant_id=unique("t")), "user_id") == []
+
+
+async def test_kind_counts_count_every_tenants_entries_by_kind(store: Store) -> None:
+    """`kind_counts` counts the store's entries of each kind across tenants, under the filter when given."""
+    first, second = unique("t"), unique("t")
+    await store.upsert([item(first, ["a"], dense=ONE, terms=[1]),
+                        item(first, ["b"], last_accessed_at=T0, access_count=1, dense=ONE, terms=[1]),
+                        item(first, ["c"], kind="fact", dense=ONE, terms=[1]),
+                        item(second, ["a"], kind="profile", dense=ONE, terms=[1])])
+    assert await store.kind_counts() == {"episodic": 2, "fact": 1, "profile": 1}
+    assert await store.kind_counts(EntryFilter(never_recalled=True)) == {"episodic": 1, "fact": 1, "profile": 1}
+
+
 async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_in_scope(store: Store) -> None:
     mine, theirs = unique("t"), unique("t")
     await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], text="first"),
