@@ -57,7 +57,7 @@ run: $(STAMP)
 # test goes first, so its build overlaps the rest; PYTEST_WORKERS=0 runs them in this process, one after another.
 PYTEST_WORKERS ?= 3
 test: $(STAMP) lint system-deps docker-engine $(LLM_STAMP) $(NODE_STAMP)
-	LLM_SERVER_REQUIRED=1 IMAGE_REQUIRED=1 $(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadgroup \
+	LLM_SERVER_REQUIRED=1 IMAGE_REQUIRED=1 $(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadscope \
 	  --durations=15
 
 $(NODE_STAMP): $(TS_CLIENT)/package-lock.json

@@ -61,18 +61,18 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "data", nats_port=0)
 
 
-# Session fixtures that are costly to build (the LoCoMo memory: about 45 s of embedding) keep the tests that use them
-# on one pytest-xdist worker, so they are built once; any other module's tests stay together on one worker, so each
-# module-scoped stack is started once (`make test` runs `pytest -n 3 --dist loadgroup`).
-SHARED_GROUPS = {"locomo_memory": "locomo", "locomo_plain_scores": "locomo"}
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`make test` runs on pytest-xdist workers, a module at a time per worker (each module-scoped stack starts
+    once), and the LoCoMo modules (`test_locomo*`) together: they share a session fixture that costs about 45 s of
+    embedding, built once on their worker."""
+    from xdist.scheduler import LoadScopeScheduling
 
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "locomo" if module.rpartition("/")[2].startswith("test_locomo") else module
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give every test its xdist group: the costly session fixture it uses, else its module."""
-    for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        group = next((g for name, g in SHARED_GROUPS.items() if name in fixtures), item.nodeid.split("::")[0])
-        item.add_marker(pytest.mark.xdist_group(group))
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
