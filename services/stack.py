@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from services.consolidator.app import Consolidator, build_consolidator
+from services.consolidator.deps import ConsolidatorDeps, open_consolidator
 from services.ingestor.app import Ingestor, build_ingestor
+from services.ingestor.deps import IngestorDeps, open_ingestor
 from services.retriever.app import build_retriever
+from services.retriever.deps import RetrieverDeps, open_retriever
 from shared.embedding import embedding_dim
 from shared.llm import open_llm
 from shared.messaging import nats_server
 from shared.runtime import http
-from shared.runtime.consolidator import ConsolidatorDeps, open_consolidator
 from shared.runtime.health import Health
-from shared.runtime.ingestor import IngestorDeps, open_ingestor
-from shared.runtime.retriever import RetrieverDeps, open_retriever
 from shared.settings import Settings
 from shared.store import Store, open_store
 from shared.tracing.export import exporting

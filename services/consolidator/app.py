@@ -7,11 +7,11 @@ from faststream.nats import NatsMessage, NatsRouter
 from engram_client import subjects
 from engram_client.contract import ConsolidateRequest, Forget, RebuildRequest, check_tenant
 from engram_client.errors import Unavailable
+from services.consolidator.deps import ConsolidatorDeps
 from shared.consolidation.schedule import measured
 from shared.messaging import replies
 from shared.rebuild.run import announce_forget, rebuild
 from shared.runtime import metrics
-from shared.runtime.consolidator import ConsolidatorDeps
 from shared.settings import Settings
 from shared.tracing import requests as traced
 

@@ -8,6 +8,7 @@ from faststream.specification import AsyncAPI
 
 from engram_client import subjects
 from services.consolidator.app import build_consolidator
+from services.consolidator.deps import ConsolidatorDeps
 from services.contract.messages import (
     ERROR_REPLY,
     EVENTS,
@@ -22,9 +23,8 @@ from services.contract.messages import (
 )
 from services.contract.schemas import components
 from services.retriever.app import build_retriever
+from services.retriever.deps import RetrieverDeps
 from shared.messaging import streams
-from shared.runtime.consolidator import ConsolidatorDeps
-from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
 
 PREFIX = "mem"

@@ -2,13 +2,13 @@
 import asyncio
 from dataclasses import dataclass, field
 
+from services.ingestor.deps import IngestorDeps
 from shared.ingest.accept import accept
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.messaging import deadletter, events, streams
 from shared.messaging.consumer import PullConsumer
 from shared.runtime.health import Health
-from shared.runtime.ingestor import IngestorDeps
 from shared.settings import Settings
 
 

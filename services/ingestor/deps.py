@@ -10,10 +10,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from engram_client import connection
-from shared.compress import Compressor, OfflineCompressor
-from shared.compress.facts import RuleFactExtractor
-from shared.compress.llm import LlmCompressor, LlmFactExtractor
-from shared.compress.model import FactExtractor
+from shared.compress.choose import compression
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
 from shared.ingest import buffer as buffers
 from shared.ingest.working_memory import WorkingMemory
@@ -69,20 +66,6 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
         if embedder is not None:
             await embedder.close()
         await connection.close(nc)
-
-
-def compression(settings: Settings, llm: LlmClient | None) -> tuple[Compressor, FactExtractor | None]:
-    """The compressor and fact extractor settings ask for: the model's, each with its offline path, or offline."""
-    offline = OfflineCompressor(settings.context_turn_chars, settings.bm25_language)
-    compressor: Compressor = offline
-    if llm is not None and settings.llm_compress:
-        compressor = LlmCompressor(llm, offline, settings.bm25_language)
-    facts: FactExtractor | None = None
-    if settings.extract_facts:
-        rules = RuleFactExtractor()
-        facts = LlmFactExtractor(llm, rules, settings.bm25_language) if llm is not None and settings.llm_facts \
-            else rules
-    return compressor, facts
 
 
 async def _warm_up(embedder: Embedder) -> None:
