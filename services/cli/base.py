@@ -10,8 +10,8 @@ from rich.console import Console
 from engram_client.client import MemoryClient
 from engram_client.contract.failures import error_body
 from engram_client.errors import EngramError
+from shared.messaging.security import nats_security
 from shared.runtime import logs
-from shared.security import nats_security
 from shared.settings import Settings
 
 console = Console()

@@ -20,8 +20,8 @@ from shared.embedding import Bm25Encoder, embedding_dim
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
+from shared.messaging.security import nats_security
 from shared.rebuild.run import LOCK, RebuildDeps
-from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
 

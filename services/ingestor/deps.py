@@ -18,7 +18,7 @@ from shared.ingest.writer import Writer
 from shared.llm import LlmClient
 from shared.messaging import streams
 from shared.messaging.connection import server_info
-from shared.security import nats_security
+from shared.messaging.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
 

@@ -11,11 +11,11 @@ from shared.embedding import Bm25Encoder, Embedder, open_embedder
 from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, streams
+from shared.messaging.security import nats_security
 from shared.retrieval import Retrieval, warm_up
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
 from shared.retrieval.summary import Summarizer
 from shared.retrieval.usage import UsageRecorder
-from shared.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
 

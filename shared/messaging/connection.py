@@ -19,7 +19,7 @@ from engram_client.connection import (
 )
 from engram_client.errors import Timeout, Unavailable
 from engram_client.security import ANONYMOUS, NatsSecurity
-from shared.security import broker_options
+from shared.messaging.security import broker_options
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker

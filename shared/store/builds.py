@@ -17,7 +17,7 @@ from qdrant_client import models as qm
 
 from engram_client.errors import Unavailable
 from shared.errors import ConfigError
-from shared.security import qdrant_options
+from shared.messaging.security import qdrant_options
 from shared.settings import Settings
 from shared.store.edge import EdgeStore
 from shared.store.protocol import Store

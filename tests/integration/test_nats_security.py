@@ -16,7 +16,7 @@ from engram_client import connection
 from engram_client.errors import Unavailable
 from services.stack import running
 from shared.messaging import nats_server
-from shared.security import nats_security
+from shared.messaging.security import nats_security
 from shared.settings import Settings
 from tests.conftest import unique
 from tests.e2e.conftest import eventually

@@ -7,7 +7,7 @@ from faststream.nats import security as fs
 from pydantic import SecretStr, ValidationError
 
 from shared.errors import ConfigError
-from shared.security import broker_options, nats_security, qdrant_options
+from shared.messaging.security import broker_options, nats_security, qdrant_options
 from shared.settings import Settings
 
 
