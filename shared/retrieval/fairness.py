@@ -137,7 +137,5 @@ class FairQueue:
             turn = waiters.popleft()
             if waiters:
                 self._waiting[tenant] = waiters  # back of the line
-            if turn.done():  # given up already
-                continue
-            self._start(tenant)
+            self._start(tenant)  # a request that gave up left its queue (_wait): every turn here still waits
             turn.set_result(None)
