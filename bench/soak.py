@@ -83,21 +83,26 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for tenant in tenants:
             clients[tenant] = await connect(stack.nats_url, tenant)
         await sampler.open()
-        stop_load, stop_sampling, lock = asyncio.Event(), asyncio.Event(), asyncio.Lock()
+        stop_publish, stop_load = asyncio.Event(), asyncio.Event()
+        stop_sampling, lock = asyncio.Event(), asyncio.Lock()
         ledger.started = time.monotonic()
         sampling = asyncio.create_task(sampler.run(stop_sampling))
         interval_s = len(users) / args.rate
-        load = [asyncio.create_task(converse(u, clients[u.tenant], ledger, interval_s,
-                                             plans.get((u.tenant, u.user_id), []), stop_load)) for u in users]
-        load += [asyncio.create_task(recall_load(clients, users, args.recall_rate, ledger, stop_load, rng)),
+        publishing = [asyncio.create_task(converse(u, clients[u.tenant], ledger, interval_s,
+                                                   plans.get((u.tenant, u.user_id), []), stop_publish))
+                      for u in users]
+        load = [asyncio.create_task(recall_load(clients, users, args.recall_rate, ledger, stop_load, rng)),
                  asyncio.create_task(consolidate_load(clients, args.consolidate_every_s, ledger, stop_load)),
                  asyncio.create_task(_chaos(args.kill_every_s, "engram_kill", stack, lock, ledger, stop_load)),
                  asyncio.create_task(_chaos(args.restart_nats_every_s, "nats_restart", stack, lock, ledger,
                                             stop_load))]
         await asyncio.sleep(args.duration_s)
+        stop_publish.set()
+        await asyncio.gather(*publishing)
+        load_s, published = ledger.elapsed(), len(ledger.published)
+        await asyncio.sleep(args.quiet_tail_s)  # the store holds still; recalls and consolidations go on
         stop_load.set()
         await asyncio.gather(*load)
-        load_s, published = ledger.elapsed(), len(ledger.published)
         settle_s = await _settle(sampler, tenants, args.settle_timeout_s)
         leaked_in_stream = await sampler.left_in_stream(ledger)
         stop_sampling.set()
@@ -145,6 +150,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration-s", type=float, default=180.0, help="how long the load runs")
+    p.add_argument("--quiet-tail-s", type=float, default=0.0,
+                   help="after the load, this long with no turns published (recalls and consolidations go on): "
+                        "the store's size holds still, so memory growth there is growth with time")
     p.add_argument("--rate", type=float, default=15.0, help="turns published per second, over all users")
     p.add_argument("--tenants", type=int, default=3)
     p.add_argument("--users", type=int, default=4, help="users per tenant")
