@@ -66,6 +66,17 @@ def test_every_path_in_the_readmes_code_map_exists() -> None:
     assert [path for path in paths if not (ROOT / path).exists()] == []
 
 
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """A file or folder a page names in backticks (`tests/e2e/test_crash.py`, `bench/soak*.py`) is in the tree."""
+    named = r"`((?:bench|clients|contract|deploy|docs|services|shared|tests)/[^`\s]*)`"
+    missing = set()
+    for page in [README, *DOCS.rglob("*.md")]:
+        for path in re.findall(named, page.read_text(encoding="utf-8")):
+            if not any(ROOT.glob(path.rstrip("/"))):
+                missing.add(f"{page.relative_to(ROOT)}: {path}")
+    assert sorted(missing) == []
+
+
 def test_the_readme_links_to_pages_that_exist() -> None:
     """Each docs/ link in the README reaches a page (mkdocs checks the links between pages)."""
     links = re.findall(r"\]\((docs/[^)#]+)", README.read_text(encoding="utf-8"))
