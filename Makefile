@@ -60,11 +60,13 @@ test: $(STAMP) lint docs-check system-deps docker-engine $(LLM_STAMP) $(NODE_STA
 	LLM_SERVER_REQUIRED=1 IMAGE_REQUIRED=1 $(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadscope \
 	  --durations=15
 
-# The documentation site (mkdocs-material, mkdocs.yml): `make docs` builds it into site/ (gitignored); make test
+# The documentation site (mkdocs-material, mkdocs.yml): `make docs` regenerates the configuration page from the
+# settings and builds the site into site/ (gitignored); make test
 # builds it --strict into a temporary folder, so a broken link, a missing page or a wrong anchor fails the run.
 # NO_MKDOCS_2_WARNING: mkdocs-material's banner about its successor, printed on every build.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 docs: $(STAMP)
+	$(BIN)/engram docs config
 	$(MKDOCS) build --strict --site-dir site
 
 docs-check: $(STAMP)

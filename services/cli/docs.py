@@ -15,6 +15,9 @@ def config(page: Annotated[Path, typer.Option("--page", help="the configuration 
     """Write the settings table of the configuration page from `Settings` (variable, type, default, description)."""
     from services.docs import configuration
 
+    if not page.is_file():
+        console.print(f"[red]{page} does not exist[/red]; run this from the repository's root or pass --page")
+        raise typer.Exit(1)
     if check:
         if configuration.is_stale(page):
             console.print(f"[red]{page} differs from the settings[/red]; run `engram docs config`")
