@@ -134,8 +134,9 @@ def rows(model: type[BaseSettings], first_section: str = "") -> list[Row]:
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell: `|` escaped outside code spans (inside one, mkdocs keeps it as is)."""
+    parts = text.replace("\n", " ").split("`")
+    return "`".join(part if inside % 2 else part.replace("|", "\\|") for inside, part in enumerate(parts))
 
 
 def render() -> str:

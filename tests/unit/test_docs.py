@@ -1,6 +1,10 @@
 """The documentation stays true to the code: the generated configuration page, the README's size and code map."""
 import re
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.docs import configuration
 from shared.evaluation.settings import EvalSettings
@@ -27,6 +31,36 @@ def _code_map_paths() -> list[str]:
         else:
             paths.append(parent + name)
     return paths
+
+
+class _Sample(BaseSettings):
+    """Settings shaped as shared/settings.py writes them, for the generator."""
+
+    model_config = SettingsConfigDict(env_prefix="SAMPLE_")
+
+    # Where things run
+    data_dir: str = "data"
+    port: int = Field(default=4222, ge=0, le=65535)  # 0 picks a free one
+    # Replicas of every stream;
+    # None: what the server allows.
+    replicas: int | None = None
+
+    # LLM (any endpoint); without a URL everything stays offline
+    mode: Literal["a", "b"] = Field(default="a", description="what Field(description=) says wins")
+
+
+def test_the_generator_reads_sections_comments_types_and_defaults() -> None:
+    """A comment after a blank line opens a section; a field's description is its comments or its Field's."""
+    found = {row.variable: row for row in configuration.rows(_Sample)}
+    assert [row.section for row in found.values()] == ["Where things run"] * 3 + [
+        "LLM (any endpoint); without a URL everything stays offline"]
+    assert found["`SAMPLE_DATA_DIR`"].description == "" and found["`SAMPLE_DATA_DIR`"].default == "`data`"
+    assert found["`SAMPLE_PORT`"].kind == "`int`, 0 ≤ x ≤ 65535" and found["`SAMPLE_PORT`"].default == "`4222`"
+    assert found["`SAMPLE_PORT`"].description == "0 picks a free one"
+    assert found["`SAMPLE_REPLICAS`"].description == "Replicas of every stream; None: what the server allows."
+    assert found["`SAMPLE_REPLICAS`"].kind == "`int`" and found["`SAMPLE_REPLICAS`"].default == "unset"
+    assert found["`SAMPLE_MODE`"].kind == "one of `a`, `b`"
+    assert found["`SAMPLE_MODE`"].description == "what Field(description=) says wins"
 
 
 def test_the_configuration_page_matches_the_settings() -> None:
