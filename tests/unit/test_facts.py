@@ -397,3 +397,14 @@ def test_a_change_said_in_passing_is_a_fact_of_its_slot(text: str, lang: str, at
 def test_what_only_looks_like_a_change_is_no_fact(text: str, lang: str) -> None:
     """Suppositions, other people's breakups, questions and time spans after 入职 are not the speaker's facts."""
     assert not {a for a in slots(text, lang) if a in ("partner", "diet", "works_at")}
+
+
+@pytest.mark.parametrize(("text", "attribute", "value"), [
+    ("I just moved to Wrocław last month", "lives_in", "Wrocław"),
+    ("I live in Łódź now", "lives_in", "Łódź"),
+    ("I work at Škoda now", "works_at", "Škoda"),
+    ("my sister Inés is visiting", "family:sister:inés", "Inés"),
+])
+def test_names_keep_their_accented_letters(text: str, attribute: str, value: str) -> None:
+    """A name with letters beyond ASCII is stated whole, never cut at its first accent ("Wroc" for "Wrocław")."""
+    assert slots(text).get(attribute) == value
