@@ -24,9 +24,10 @@ import pytest
 from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import ConsolidationSummary, EntryView, Turn
 from engram_client.errors import EngramError
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import memory_without_ids
+from tests.support.ids import unique
+from tests.support.memory import memory_without_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 CITIES = ["Lisbon", "Porto", "Berlin", "Madrid"]

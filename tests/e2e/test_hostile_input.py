@@ -61,20 +61,11 @@ from engram_client.sessions import wait_until_stored
 from services.stack import Running, running
 from shared.messaging import deadletter
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letter_count, dead_letters
-from tests.unit.test_hostile_contract import (
-    BASE,
-    FIELDS,
-    MAX_MESSAGE,
-    MAX_PAYLOAD,
-    entry_ids,
-    hostile_payloads,
-    ids,
-    names,
-    texts,
-)
+from tests.support.dead_letters import dead_letter_count, dead_letters
+from tests.support.hostile import BASE, FIELDS, MAX_MESSAGE, MAX_PAYLOAD, entry_ids, hostile_payloads, ids, names, texts
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 T = TypeVar("T")
 

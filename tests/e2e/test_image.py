@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from tests.e2e import image
+from tests.support import image
 
 HEALTH_WAIT_S = 300  # the HEALTHCHECK's start period (60 s) and three failed checks fit well inside
 

@@ -8,8 +8,9 @@ import pytest
 from engram_client import MemoryClient, subjects
 from engram_client.errors import Forbidden, NotFound
 from services.stack import Running
-from tests.conftest import conversation, make_turn, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 LINES = [("Ana", "I moved to Lisbon last spring."), ("Bo", "Which neighbourhood?"),
          ("Ana", "Alfama, near the castle."), ("Bo", "Lovely, I visited it once.")]
@@ -57,7 +58,7 @@ async def test_a_payload_naming_another_tenant_is_refused(stack: Running, client
     turn = make_turn("secret plans", conversation_id="x1").model_copy(update={"tenant_id": "someone-else"})
     await client.publish_turn(turn)
     await client.flush("x1")
-    from tests.e2e.helpers import dead_letters
+    from tests.support.dead_letters import dead_letters
 
     [letter] = await dead_letters(stack.nats_url, client.tenant)
     assert (letter.headers or {})["Engram-Error-Code"] == "forbidden"

@@ -18,11 +18,13 @@ from services.stack import Running, running
 from shared.llm import LlmClient
 from shared.llm.schemas import CompressedWindow
 from shared.messaging import nats_server
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
-from tests.e2e.helpers import stored_turn_ids
 from tests.fakes import chat_model
 from tests.fakes.openai_server import FakeOpenAI, serve
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 BREAKER_FAILURES = 3
 

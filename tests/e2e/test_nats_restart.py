@@ -13,9 +13,10 @@ from services.stack import running
 from shared.messaging import nats_server, streams
 from shared.messaging.nats_server import EmbeddedNats
 from shared.settings import Settings
-from tests.conftest import conversation, make_turn, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 OUTAGE_S = 8.0  # longer than the client used to keep trying (10 attempts half a second apart)
 

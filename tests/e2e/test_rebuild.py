@@ -16,8 +16,10 @@ from services.stack import running
 from shared.messaging import nats_server
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, Store, all_entries
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 
 async def _episodes(store: Store, tenant: str) -> list[list[str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.node_packages import TS_CLIENT, installed, node_tools
+from tests.support.node import TS_CLIENT, installed, node_tools
 
 UP_TIMEOUT_S = 120
 

@@ -26,8 +26,9 @@ from engram_client.security import NatsSecurity
 from services.stack import running
 from shared.messaging import nats_server, streams
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 CONF = Path(__file__).parents[2] / "deploy" / "nats" / "nats.conf"
 USERS = ("engram", "acme", "globex", "sys")

@@ -1,11 +1,8 @@
 """A store that cannot answer is `unavailable` (retried), never a malformed request (dead-lettered): a Qdrant server
 that is down or stops answering, a Qdrant Edge shard that is closed; and a hung engine holds only its own threads."""
 import asyncio
-import contextlib
-import socket
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from shared.store import (
     builds,
     edge_calls,
 )
+from tests.support.store import silent_server
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -50,15 +48,6 @@ async def test_every_call_to_an_unreachable_server_is_unavailable() -> None:
             await ClientStore.open(client, "engram_memory", 2)
     finally:
         await store.close()
-
-
-@contextlib.contextmanager
-def silent_server() -> Iterator[int]:
-    """A port that accepts connections and never answers (a hung Qdrant server): requests wait for their timeout."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)  # the kernel completes the handshakes; nothing ever reads or replies
-        yield int(sock.getsockname()[1])
 
 
 def _item(entry_id: str = "00000000-0000-0000-0000-000000000001", dense: list[float] | None = None) -> StoredEntry:

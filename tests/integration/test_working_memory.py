@@ -17,8 +17,9 @@ from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server
-from tests.conftest import make_turn, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import make_turn
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
