@@ -1,5 +1,4 @@
 """Tenant isolation: with two tenants holding similar content, nothing crosses between them."""
-import asyncio
 import json
 
 import nats
@@ -47,7 +46,7 @@ async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> 
         # Working memory is per tenant too.
         wm = await ca.recall("castle", conversation_id="shared-conv", include_working_memory=True)
         assert all("Porto" not in t.text and "Ribeira" not in t.text for t in wm.working_memory)
-        await eventually(lambda: asyncio.sleep(0, result=seen), lambda s: bool(s[a]) and bool(s[b]))
+        await eventually(lambda: seen, lambda s: bool(s[a]) and bool(s[b]))
     assert set(seen[a]) == {a} and set(seen[b]) == {b}
     await nc.close()
 
