@@ -2,7 +2,6 @@
 that is down or stops answering, a Qdrant Edge shard that is closed; and a hung engine holds only its own threads."""
 import asyncio
 import threading
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,12 +67,11 @@ async def test_a_server_that_stops_answering_fails_each_call_within_the_timeout(
         try:
             for call in (lambda: store.hybrid_query(scope, _item().vectors, limit=3),
                          lambda: store.upsert([_item()]), lambda: store.count(scope)):
-                started = time.perf_counter()
-                with pytest.raises(Unavailable, match=r"Qdrant did not answer .*Timeout"):
-                    await asyncio.wait_for(call(), 30)  # the guard only turns a hang into a failure
-                elapsed = time.perf_counter() - started
-                print(f"silent Qdrant server: unavailable after {elapsed:.2f} s (timeout 1 s)")
-                assert elapsed < 3.0
+                # The client's own timeout ends the call (the cause is a Timeout, not the guard's TimeoutError);
+                # the guard only turns a hang into a failure.
+                with pytest.raises(Unavailable, match=r"Qdrant did not answer .*Timeout") as refused:
+                    await asyncio.wait_for(call(), 30)
+                assert refused.value.retryable and refused.value.code == "unavailable"
         finally:
             await store.close()
 
