@@ -23,5 +23,10 @@ async def test_a_short_soak_with_chaos_loses_nothing_doubles_nothing_and_leaks_n
     assert audit["published"] > 100 and audit["stored"] > 0 and audit["forgotten"] > 0
     assert results["recall"]["n"] > 0 and results["consolidations"]
     assert all(f["answered"] for f in results["forgets"]) and len(results["forgets"]) == 2
-    assert results["buckets"] and results["resources"]["rss_mb"]["max"] > 0
+    # engram's memory was read in most samples (a sample misses it only while a killed process starts again), and
+    # the summary reports those readings.
+    sampled = [s["rss_mb"] for s in results["samples"] if s["rss_mb"] is not None]
+    assert len(sampled) >= len(results["samples"]) // 2, len(sampled)
+    assert results["resources"]["rss_mb"] == {"start": sampled[0], "max": max(sampled), "end": sampled[-1]}
+    assert results["buckets"]
     assert (tmp_path / "soak.png").stat().st_size > 1000
