@@ -127,7 +127,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                        "publish_retries": ledger.publish_retries, "flushes": ledger.flushes},
         "settle_s": settle_s, "settled": settle_s is not None, "engram_exit_code": exit_code,
         "recall": {**latency.model_dump(), "errors": dict(ledger.recall_errors)},
-        "resources": soak_report.summary(samples),
+        "resources": soak_report.summary(samples), "memory": soak_report.memory_growth(samples, load_s),
         "chaos": {"engram_kills": stack.engram_kills, "nats_restarts": stack.nats_restarts, "events": ledger.chaos},
         "forgets": ledger.forgets, "consolidations": ledger.consolidations,
         "forgotten_events": sampler.forgotten_reasons,

@@ -176,6 +176,8 @@ async def all_entries(client: MemoryClient) -> list[EntryView]:
 
 @pytest.mark.timeout(600)
 async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(tmp_path: Path, nats_url: str) -> None:
+    """A tenant whose consolidation is SIGKILLed mid-job three times and then run to the end has the same memory as a
+    tenant consolidated once cleanly, loses and doubles no turn, and a further run changes nothing."""
     crashed, clean = unique("crashed"), unique("clean")
     turns = turns_of(tenant_users=6)
     async with engram(tmp_path, nats_url) as process:

@@ -152,6 +152,8 @@ async def outage_recalls(client: MemoryClient, expect: str, label: str, times: i
 
 async def test_an_embedder_that_raises_for_a_while_loses_nothing_and_dead_letters_nothing(
         faults: Faults, nats_url: str, tmp_path: Path) -> None:
+    """While the embedder raises, recall answers unavailable within its deadline and window writes fail more often
+    than max_deliver without a dead letter; once it recovers every turn is stored exactly once."""
     tenant = unique("chaos-raise")
     turns = chat("raise")
     async with running(chaos_settings(tmp_path), nats_url=nats_url) as state, \
@@ -176,6 +178,8 @@ async def test_an_embedder_that_raises_for_a_while_loses_nothing_and_dead_letter
 
 async def test_an_embedder_that_stalls_answers_recall_by_the_deadline_and_ingest_catches_up(
         faults: Faults, nats_url: str, tmp_path: Path) -> None:
+    """While the embedder's thread hangs, recall answers timeout within its deadline and asyncio's default pool stays
+    free; once it goes on every turn is stored exactly once and recall answers."""
     tenant = unique("chaos-stall")
     turns = chat("stall")
     async with running(chaos_settings(tmp_path), nats_url=nats_url) as state, \
@@ -199,6 +203,8 @@ async def test_an_embedder_that_stalls_answers_recall_by_the_deadline_and_ingest
 
 async def test_a_closed_edge_store_backs_ingest_off_and_catches_up_when_it_returns(
         nats_url: str, tmp_path: Path) -> None:
+    """While the Edge store is closed under a running stack, recall answers unavailable and failed writes dead-letter
+    nothing; once the shard is back every turn is stored exactly once."""
     tenant = unique("chaos-edge")
     early, late = chat("edge-early", conversations=1), chat("edge-late")
     settings = chaos_settings(tmp_path)

@@ -63,6 +63,8 @@ def refusals() -> float:
 
 
 async def test_invalid_requests_and_bad_tenants_raise_invalid_request(stack: Running) -> None:
+    """A tenant id the subject cannot carry, or the reserved one, is refused as InvalidRequest at connect, and a
+    request the client would refuse is refused by engram for the same reason."""
     for bad in ("acme.recall", "*", "", "dlq", "a" * 65):  # a tenant the subject cannot carry, or the reserved one
         with pytest.raises(InvalidRequest, match="tenant id"):
             await MemoryClient.connect(stack.nats_url, bad)
@@ -142,6 +144,7 @@ async def test_timeout_and_internal(stack: Running, gate: Gate) -> None:
 
 
 async def test_nobody_answering_is_unavailable(stack: Running) -> None:
+    """A request on a prefix no service listens to raises Unavailable saying nobody answers."""
     async with await MemoryClient.connect(stack.nats_url, unique("errors"), prefix="nobody") as client:
         with pytest.raises(Unavailable, match="nobody answers nobody"):
             await client.recall("hello")

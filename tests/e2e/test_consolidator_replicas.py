@@ -54,6 +54,8 @@ async def memory(nats_url: str, tenant: str) -> list[tuple[Any, ...]]:
 
 async def test_each_tenant_runs_once_per_interval_across_two_replicas(tmp_path: Path, nats_url: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two consolidator replicas, each tenant is consolidated at most once per interval slot, and in at least
+    three slots."""
     # Each finished scheduled run is counted under the slot the scheduler ran it for (what it records), not under the
     # wall clock when it was called: on a busy machine a run late in its slot may start in the next one.
     runs_of: Counter[tuple[str, int]] = Counter()
@@ -84,6 +86,8 @@ async def test_each_tenant_runs_once_per_interval_across_two_replicas(tmp_path: 
 
 async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tmp_path: Path, nats_url: str,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the replica holding a tenant's lease dies mid-run, the other replica finishes the tenant after the lease
+    expires, leaving the memory a clean run leaves."""
     crashed, clean = unique("t"), unique("t")
     paused, release = asyncio.Event(), asyncio.Event()
     real_merge = runs._merge

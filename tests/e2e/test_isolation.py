@@ -16,6 +16,8 @@ LINES = [("Ana", "I moved to Lisbon last spring."), ("Bo", "Which neighbourhood?
 
 
 async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> None:
+    """Two tenants with the same conversation and turn ids get distinct entry ids, and neither's recall, listing,
+    get, history, working memory or events shows the other's content."""
     a, b = unique("acme"), unique("globex")
     nc = await nats.connect(stack.nats_url)
     seen: dict[str, list[str]] = {a: [], b: []}
@@ -52,6 +54,8 @@ async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> 
 
 
 async def test_a_payload_naming_another_tenant_is_refused(stack: Running, client: MemoryClient) -> None:
+    """A recall naming another tenant raises Forbidden, a turn naming one is dead-lettered as forbidden, and neither
+    tenant gets an entry from it."""
     with pytest.raises(Forbidden, match="someone-else"):
         await client.recall("anything", tenant_id="someone-else")
     turn = make_turn("secret plans", conversation_id="x1").model_copy(update={"tenant_id": "someone-else"})

@@ -20,6 +20,8 @@ def longest_turn(i: int) -> Turn:
 
 async def test_thirty_maximal_chinese_turns_in_one_conversation_are_all_stored(stack: Running,
                                                                                client: MemoryClient) -> None:
+    """Thirty turns of the maximal length in Chinese are all stored without a dead letter, recall answers under 1
+    MiB, and paging lists all eight episodes once."""
     turns = [longest_turn(i) for i in range(30)]
     assert all(len(t.text) == MAX_TEXT_CHARS for t in turns)
     await client.publish_turns(turns)

@@ -51,6 +51,8 @@ FACTS = [
 
 async def test_each_question_brings_its_own_conversation_first_among_forty(stack: Running,
                                                                            client: MemoryClient) -> None:
+    """Among forty stored conversations of one user, each question ranks its own conversation first in a recall of
+    five."""
     turns = []
     for i, (fact, _) in enumerate(FACTS):
         turns += conversation([("Sam", fact), ("Coach", "Thanks for telling me.")], conversation_id=f"fact-{i}",

@@ -48,6 +48,8 @@ async def _recall_until(client: MemoryClient, done: asyncio.Event, replies: list
 
 
 async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tmp_path: Path) -> None:
+    """A rebuild with a new window size re-derives every tenant's episodes from the retained turns while recall keeps
+    answering, refuses an existing build name, leaves out forgotten users, and survives a restart."""
     settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
     tenant, other = unique("rb"), unique("rb")
     gardening, cooking = _chat("garden", "gardening", 8), _chat("kitchen", "cooking", 8)

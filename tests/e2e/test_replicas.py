@@ -11,6 +11,8 @@ from tests.support.turns import conversation
 
 
 async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str) -> None:
+    """Two ingestors and two retrievers, each on its own connection, all take a share of the turns and recalls, and
+    every turn is stored exactly once."""
     tenant = unique("t")
     settings = e2e_settings.model_copy(update={"fetch_batch": 4})  # small batches spread work across replicas
     turns = [t for c in range(12) for t in conversation(

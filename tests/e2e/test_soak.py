@@ -8,6 +8,8 @@ from bench import soak
 
 
 async def test_a_short_soak_with_chaos_loses_nothing_doubles_nothing_and_leaks_nothing(tmp_path: Path) -> None:
+    """A 24-second soak with two engram SIGKILLs and a NATS restart exits cleanly with no turn lost, duplicated or
+    leaked after forgets, and writes its results and chart."""
     # Short redelivery and grace, so the windows of the killed process are written within the test's time.
     code = await asyncio.to_thread(soak.main, [
         "--duration-s", "24", "--rate", "8", "--tenants", "2", "--users", "3", "--conversations", "2",

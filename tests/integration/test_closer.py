@@ -44,6 +44,8 @@ async def sealed_window(wm: WorkingMemory, tenant: str, conversation_id: str) ->
 
 async def test_backoff_is_forgotten_for_windows_another_replica_finished(
         replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """The closer drops backoff for windows no longer sealed in the buffer (written by another replica) and keeps
+    backing off its own."""
     wm, _ = replicas
     tenant = unique("t")
     await sealed_window(wm, tenant, "c1")
@@ -60,6 +62,8 @@ async def test_backoff_is_forgotten_for_windows_another_replica_finished(
 async def test_stopping_writes_only_this_replicas_windows_and_says_why_it_could_not(
         replicas: tuple[WorkingMemory, WorkingMemory], failing_endpoint: FakeOpenAI, tmp_path: object,
         caplog: pytest.LogCaptureFixture) -> None:
+    """On stop the closer tries only the windows this replica was told of, leaves another replica's sealed window,
+    and logs why the write failed."""
     wm, other = replicas
     tenant = unique("t")
     await sealed_window(wm, tenant, "mine")
@@ -85,6 +89,8 @@ async def test_stopping_writes_only_this_replicas_windows_and_says_why_it_could_
 
 async def test_stopping_without_nats_logs_the_reason_instead_of_raising(
         replicas: tuple[WorkingMemory, WorkingMemory], caplog: pytest.LogCaptureFixture) -> None:
+    """Draining the closer after its NATS connection closed logs that windows were not written and why, instead of
+    raising."""
     wm, _ = replicas
     tenant = unique("t")
     await sealed_window(wm, tenant, "c1")
@@ -97,6 +103,7 @@ async def test_stopping_without_nats_logs_the_reason_instead_of_raising(
 
 
 def test_windows_are_interleaved_by_tenant_each_in_its_own_order() -> None:
+    """Due windows are taken round-robin across tenants, each tenant's own windows keeping their order."""
     def due(tenant: str, n: int) -> tuple[str, str, object]:
         return tenant, f"{tenant}{n}", n
 

@@ -52,6 +52,8 @@ def turn_body(text: str) -> bytes:
 
 
 async def test_a_retryable_failure_is_nakd_then_dead_lettered_after_max_deliver(broker: Broker) -> None:
+    """A message whose handler keeps raising a retryable error is redelivered max_deliver times, then dead-lettered
+    with its code, delivery count and reason."""
     tenant = unique("t")
     deliveries: list[int] = []
 

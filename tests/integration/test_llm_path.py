@@ -58,6 +58,8 @@ def summary_doc() -> str:
 @pytest.mark.parametrize("response_format", ["json_schema", "json_object", "prompt"])
 async def test_each_response_format_is_sent_as_its_servers_expect_and_parsed(fake: FakeOpenAI,
                                                                             response_format: str) -> None:
+    """Each response format (json_schema, json_object, prompt) sends the request shape its servers expect, spells the
+    schema out in the prompt only when the server is not given it, and is parsed into a Summary."""
     llm = LlmClient(llm_settings(fake, llm_response_format=response_format))
     try:
         answer = await llm.ask("t1", "summary", summary_doc(), Summary)
@@ -77,6 +79,8 @@ async def test_each_response_format_is_sent_as_its_servers_expect_and_parsed(fak
 
 
 async def test_a_tenant_past_its_hourly_budget_gets_the_offline_path_and_others_do_not(fake: FakeOpenAI) -> None:
+    """A tenant that has spent its hourly token budget gets episodes alone (offline compression, counted as
+    over_budget) while another tenant still gets statements."""
     settings = llm_settings(fake, llm_tokens_per_hour=1500)
     llm = LlmClient(settings)
     compressor = LlmCompressor(llm, OfflineCompressor())
@@ -98,6 +102,8 @@ async def test_a_tenant_past_its_hourly_budget_gets_the_offline_path_and_others_
 
 
 async def test_a_window_compressed_again_keeps_one_set_of_statements(fake: FakeOpenAI, memory: Memory) -> None:
+    """A window compressed again after a crash, this time falling back, replaces the first compression's statements
+    instead of adding to them, and the episode is stored once."""
     llm = LlmClient(llm_settings(fake))
     writer = dataclasses.replace(memory.writer, compressor=LlmCompressor(llm, OfflineCompressor()))
     tenant = unique("t")
@@ -115,6 +121,7 @@ async def test_a_window_compressed_again_keeps_one_set_of_statements(fake: FakeO
 
 
 async def test_the_offline_compressor_writes_no_statements_and_deletes_none(memory: Memory) -> None:
+    """The offline compressor builds a single episode for a window and marks no earlier entry stale."""
     tenant = unique("t")
     writer: Writer = memory.writer
     built = await build(writer, [window(tenant)])
@@ -122,6 +129,7 @@ async def test_the_offline_compressor_writes_no_statements_and_deletes_none(memo
 
 
 async def test_a_429_is_retried_with_backoff_and_then_answered(fake: FakeOpenAI) -> None:
+    """Two 429 answers are retried with backoff and the third call is answered, leaving the breaker closed."""
     fake.fail_with, fake.fail_times, fake.retry_after = 429, 2, 0.05
     llm = LlmClient(llm_settings(fake, llm_max_retries=2))
     try:
@@ -133,6 +141,8 @@ async def test_a_429_is_retried_with_backoff_and_then_answered(fake: FakeOpenAI)
 
 
 async def test_a_deadline_too_close_makes_no_call_and_never_opens_the_breaker(fake: FakeOpenAI) -> None:
+    """An ask whose deadline is too close to make a call makes none, one that times out fails as unavailable, and
+    neither opens the breaker."""
     llm = LlmClient(llm_settings(fake, llm_breaker_failures=1))
     fake.delay_s = 0.5
     try:

@@ -8,6 +8,8 @@ MAX_DROP = 0.01
 
 
 async def test_consolidating_locomo_keeps_evidence_recall_at_10(locomo_memory: LocomoMemory) -> None:
+    """One run of every consolidation job writes facts for each LoCoMo dev conversation and lowers none of their
+    evidence recall@10 by more than 0.01."""
     retrieval = locomo_memory.retrieval
     consolidation = Consolidation(store=retrieval.store, publish=quiet, sparse=retrieval.sparse,
                                   settings=retrieval.settings)

@@ -157,6 +157,7 @@ async def _responder(engram: Connection, subject: str, seen: list[Msg]) -> None:
 
 
 async def test_no_one_gets_in_without_a_password(server: Nats) -> None:
+    """The server refuses a connection with no credentials and one with a product's name and a wrong password."""
     with pytest.raises(Unavailable):
         await connection.connect(server.url, "anonymous", first_connect_timeout_s=2)
     with pytest.raises(Unavailable):
@@ -165,6 +166,8 @@ async def test_no_one_gets_in_without_a_password(server: Nats) -> None:
 
 
 async def test_a_product_publishes_its_turns_through_jetstream(acme: Connection, engram: Connection) -> None:
+    """A product may publish its own turns and flushes through JetStream and gets acknowledgements from the turns
+    stream, with no violation."""
     js = acme.nc.jetstream()
     ack = await js.publish("mem.acme.turns", b"{}", headers={"Nats-Msg-Id": unique("acme:c:")}, timeout=5)
     assert ack.stream == "MEM_TURNS"
@@ -175,6 +178,7 @@ async def test_a_product_publishes_its_turns_through_jetstream(acme: Connection,
 
 async def test_a_product_requests_and_gets_engrams_answer_on_its_own_inbox(acme: Connection,
                                                                            engram: Connection) -> None:
+    """A product's request to its own recall subject is answered by engram on the product's own inbox prefix."""
     seen: list[Msg] = []
     await _responder(engram, "mem.acme.recall", seen)
     reply = await acme.nc.request("mem.acme.recall", b"q1", timeout=5)
@@ -185,6 +189,8 @@ async def test_a_product_requests_and_gets_engrams_answer_on_its_own_inbox(acme:
 
 async def test_a_product_cannot_publish_into_another_tenant(server: Nats, acme: Connection,
                                                             engram: Connection) -> None:
+    """A product's publishes and requests to another tenant, and forged events in its own tenant, are refused by the
+    server, and none reaches a subscriber or the stream."""
     received: list[str] = []
 
     async def record(msg: Msg) -> None:
@@ -216,6 +222,8 @@ async def test_a_product_cannot_publish_into_another_tenant(server: Nats, acme: 
 @pytest.mark.parametrize("subject", DENIED_TO_ACME)
 async def test_a_product_cannot_subscribe_outside_its_tenant_and_inbox(server: Nats, acme: Connection,
                                                                        subject: str) -> None:
+    """Each subscription outside the product's own tenant and inbox (other tenants, the shared inbox, the JetStream
+    API, all dead letters) is refused and logged as a violation."""
     await acme.nc.subscribe(subject)
     await acme.violation("subscription", subject)
     await server.logged_violation("acme", subject)
@@ -249,6 +257,7 @@ async def test_another_products_replies_and_traffic_never_reach_a_product(acme: 
 
 
 async def test_a_product_follows_its_events_and_dead_letters(acme: Connection, engram: Connection) -> None:
+    """A product may subscribe to its own events and dead letters and receives both, with no violation."""
     got: list[str] = []
 
     async def record(msg: Msg) -> None:
@@ -300,6 +309,8 @@ async def _collect(conn: Connection, subject: str) -> list[Msg]:
 
 async def test_engram_serves_every_tenant_and_keeps_them_apart(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Under deploy/'s permissions, engram's own user ingests, recalls, consolidates, forgets and dead-letters for
+    two tenants without a violation, and neither tenant sees the other's memories, events or replies."""
     caplog.set_level(logging.WARNING)
     own = _start(tmp_path / "nats")
     try:

@@ -142,6 +142,8 @@ def value(result: list[dict[str, Any]]) -> float | None:
 
 async def test_prometheus_scrapes_the_stack_and_evaluates_the_deploy_rules(stack: Running,
                                                                           prometheus: Prometheus) -> None:
+    """Every metric deploy/ reads is exported, traffic moves the main counters by exactly its amount in Prometheus,
+    the p99 recording rule evaluates, and every alert loads healthy."""
     base = f"http://127.0.0.1:{stack.http_port}"
     async with await MemoryClient.connect(stack.nats_url, unique("tenant")) as client, httpx.AsyncClient() as http:
         before = (await http.get(f"{base}/metrics")).text  # counters are per process: earlier tests count too

@@ -99,6 +99,8 @@ async def _ingest(client: MemoryClient, turns: list[Turn], conversation_id: str)
 @pytest.mark.parametrize("mode", ["json_object", "json_schema"])
 async def test_every_purpose_reaches_the_real_model_and_none_ends_in_an_error(
         server: LlamaServer, stack: Running, mode: ResponseFormat, capsys: pytest.CaptureFixture[str]) -> None:
+    """In each response format the real server accepts, every LLM purpose gets at least one answer from the model,
+    every call is answered (ok, repaired or invalid) with none in error, and the server survives."""
     before = snapshot()
     start = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
     try:

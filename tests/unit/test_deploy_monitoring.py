@@ -50,12 +50,15 @@ def declared_samples() -> dict[str, set[str]]:
 
 
 def test_promtool_accepts_the_config_and_the_rule_files_it_loads() -> None:
+    """promtool accepts prometheus.yml and, through it, finds every rule file in deploy/prometheus/rules."""
     result = promtool("check", "config", PROMETHEUS / "prometheus.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(RULE_FILES)} rule files found" in result.stdout, result.stdout
 
 
 def test_the_config_scrapes_the_three_services_every_15_seconds() -> None:
+    """Prometheus scrapes every 15 seconds, loads rules/*.yml, and its engram job targets exactly the three services on
+    port 9464, each labelled with its service, besides a job for Prometheus itself."""
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["global"]["scrape_interval"] == "15s"
     assert config["rule_files"] == ["rules/*.yml"]
@@ -68,11 +71,13 @@ def test_the_config_scrapes_the_three_services_every_15_seconds() -> None:
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_accepts_each_rule_file(path: Path) -> None:
+    """promtool accepts each rule file on its own."""
     result = promtool("check", "rules", path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_alerts_fire_as_their_unit_tests_expect() -> None:
+    """The alert unit tests cover exactly the expected alerts, and promtool passes every one of them."""
     tests = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
     assert {case["alertname"] for test in tests for case in test.get("alert_rule_test", [])} == EXPECTED_ALERTS
     result = promtool("test", "rules", ALERTS_TEST)
@@ -80,6 +85,7 @@ def test_alerts_fire_as_their_unit_tests_expect() -> None:
 
 
 def test_recording_rules_are_named_engram_what_window() -> None:
+    """Recording rule names are unique and follow the engram:<what>:<window> form."""
     names = [rule["record"] for rule in rules(RULES / "engram-recording.yml")]
     assert names and len(names) == len(set(names))
     for name in names:
@@ -87,6 +93,8 @@ def test_recording_rules_are_named_engram_what_window() -> None:
 
 
 def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
+    """The rule files define exactly the expected alerts, each with a warning or critical severity, a summary, a
+    description and a runbook link to the alerts section."""
     alerts = [rule for path in RULE_FILES for rule in rules(path) if "alert" in rule]
     assert {alert["alert"] for alert in alerts} == EXPECTED_ALERTS
     for alert in alerts:
@@ -97,11 +105,14 @@ def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
 
 
 def test_the_committed_dashboard_is_the_generators_output() -> None:
+    """The committed Grafana dashboard JSON is exactly what the dashboard generator renders."""
     assert DASHBOARD.read_text(encoding="utf-8") == dashboard.render(), (
         "deploy/grafana/dashboards/engram.json is stale: run `.venv/bin/python -m shared.runtime.dashboard`")
 
 
 def test_the_dashboard_has_its_rows_a_datasource_variable_and_no_overlapping_panels() -> None:
+    """The generated dashboard has its five rows, a single datasource variable and unique panel ids; panels stay within
+    the grid without overlapping, and every non-row panel queries through that variable."""
     board = dashboard.dashboard()
     titles = [p["title"] for p in board["panels"] if p["type"] == "row"]
     for row in ("Ingest", "Recall", "Consolidation", "Memory quality", "LLM cost"):
@@ -133,12 +144,16 @@ def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
 
 
 def test_metric_names_are_read_from_promql_not_from_strings() -> None:
+    """The metric-name reader returns the engram_* metrics an expression reads, not label values or recording-rule names
+    that merely look alike."""
     expr = ('sum by (mode) (rate(engram_recall_seconds_bucket{mode="engram_fake"}[$__rate_interval])) / '
             "engram:recall_seconds_p99:5m + on() engram_ready")
     assert metric_names(expr) == {"engram_recall_seconds_bucket", "engram_ready"}
 
 
 def test_every_engram_metric_the_rules_and_dashboard_use_is_declared() -> None:
+    """Every engram_* sample the rules and dashboard read is one that a metric declared in shared/runtime/metrics.py can
+    expose."""
     declared = set().union(*declared_samples().values())
     used = used_metric_names()
     assert {"engram_turns_total", "engram_recall_seconds_bucket", "engram_ready"} <= used
@@ -153,6 +168,8 @@ def test_every_declared_engram_metric_is_on_the_dashboard_or_in_a_rule() -> None
 
 
 def test_grafana_provisions_the_prometheus_datasource_and_the_dashboard_folder() -> None:
+    """Grafana provisions the Prometheus datasource under the uid the dashboard's variable selects, and loads dashboards
+    from the folder compose mounts them into."""
     sources = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text())
     (source,) = sources["datasources"]
     assert (source["type"], source["uid"], source["url"]) == ("prometheus", "prometheus", "http://prometheus:9090")
