@@ -8,9 +8,9 @@ import pytest
 from engram_client import MemoryClient
 from services.stack import Running
 from shared.messaging import deadletter
-from tests.conftest import make_turn
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letters
+from tests.support.dead_letters import dead_letters
+from tests.support.polling import eventually
+from tests.support.turns import make_turn
 
 GOOD_TURN = json.loads(make_turn("I moved to Lisbon.", conversation_id="c1", turn_id="t1").model_dump_json())
 

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from services.stack import Running
-from tests.conftest import conversation, unique
+from tests.support.ids import unique
+from tests.support.turns import conversation
 
 
 async def engram(*args: str) -> tuple[int, str]:

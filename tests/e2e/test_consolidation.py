@@ -9,9 +9,10 @@ from engram_client import MemoryClient
 from engram_client.contract import EntryView
 from services.stack import Running
 from shared.store import EntryFilter, Scope
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import store_all
+from tests.support.ids import unique
+from tests.support.memory import store_all
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 SEPTEMBER = datetime(2024, 9, 2, 10, 0, tzinfo=UTC)

@@ -12,9 +12,10 @@ from nats.js.errors import NotFoundError
 from engram_client import MemoryClient
 from shared.ingest.working_memory import WorkingMemory
 from shared.store import EdgeStore
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 
 def start_ingestor(nats_url: str, data_dir: Path, log: Path) -> subprocess.Popen[bytes]:

@@ -6,8 +6,8 @@ import nats
 
 from engram_client import MemoryClient, subjects
 from services.stack import Running
-from tests.conftest import conversation, make_turn
-from tests.e2e.conftest import eventually
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 
 async def test_flushed_turns_are_recalled_by_meaning(client: MemoryClient) -> None:

@@ -5,9 +5,10 @@ from engram_client import MemoryClient
 from engram_client.contract import Turn
 from services.stack import Running
 from shared.store import Scope
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import store_all, stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import store_all, stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 LINES = [("Ana", "I adopted a grey cat called Miso last week."), ("Bo", "Miso is a lovely name for a cat."),
          ("Ana", "She sleeps on my keyboard every morning."), ("Bo", "Cats always find the warmest spot."),

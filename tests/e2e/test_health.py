@@ -11,8 +11,9 @@ from engram_client.errors import Unavailable
 from services.stack import Running, running, serve_until_signalled
 from shared.messaging import nats_server
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 
 def metric(text: str, name: str, **labels: str) -> float:

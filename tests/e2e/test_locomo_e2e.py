@@ -8,7 +8,7 @@ from services.stack import Running
 from shared.evaluation import locomo
 from shared.evaluation.latency import percentiles
 from shared.evaluation.plain import ConversationScore
-from tests.conftest import unique
+from tests.support.ids import unique
 
 
 async def test_locomo_26_through_nats_matches_the_plain_function_path(

@@ -2,7 +2,7 @@
 question must bring its own conversation first."""
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running
-from tests.conftest import conversation
+from tests.support.turns import conversation
 
 FACTS = [
     ("I started learning the cello last month with a teacher called Marta.",

@@ -5,8 +5,9 @@ from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
 from shared.settings import Settings
 from shared.store import Scope
-from tests.conftest import conversation, unique
-from tests.e2e.helpers import stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.turns import conversation
 
 
 async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str) -> None:

@@ -8,10 +8,12 @@ import pytest
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
 from shared.settings import Settings
-from tests.conftest import conversation, make_turn, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letter_count, stored_turn_ids
 from tests.fakes.openai_server import FakeOpenAI, serve
+from tests.support.dead_letters import dead_letter_count
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 
 async def test_an_idle_window_closes_without_flush_or_new_turns(client: MemoryClient) -> None:

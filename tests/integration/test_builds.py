@@ -9,7 +9,7 @@ from qdrant_client import AsyncQdrantClient
 from shared.errors import ConfigError
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, Scope, builds
-from tests.integration.test_store_conformance import item
+from tests.support.store import item
 
 DIM = 4
 

@@ -18,7 +18,8 @@ from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, Scope
-from tests.conftest import make_turn, unique
+from tests.support.ids import unique
+from tests.support.turns import make_turn
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)

@@ -13,7 +13,8 @@ from shared.consolidation.forget import Places, about, forget
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, EntryFilter, MemoryEntry, Scope, SparseVector, StoredEntry, Vectors
-from tests.conftest import make_turn, unique
+from tests.support.ids import unique
+from tests.support.turns import make_turn
 
 DIM = 8
 

@@ -19,10 +19,11 @@ from shared.llm import LlmClient
 from shared.llm.schemas import Summary, wire_schema
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, all_entries
-from tests.conftest import conversation, unique
 from tests.fakes import chat_model
 from tests.fakes.openai_server import FakeOpenAI, serve
-from tests.integration.conftest import Memory
+from tests.support.ids import unique
+from tests.support.plain import Memory
+from tests.support.turns import conversation
 
 CHAT = [("Ana", "I moved to Porto last month and I love the river walks."),
         ("Bea", "Nice! Did you find a job there yet?"),

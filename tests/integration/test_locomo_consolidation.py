@@ -2,7 +2,7 @@
 run of every job, on the same store (episodes and facts as the ingestor writes them)."""
 from shared.consolidation.run import Consolidation
 from shared.evaluation.consolidation import evaluate_consolidation, quiet
-from tests.conftest import LocomoMemory
+from tests.support.plain import LocomoMemory
 
 MAX_DROP = 0.01
 

@@ -18,8 +18,8 @@ from services.stack import running
 from shared.messaging import nats_server
 from shared.messaging.security import nats_security
 from shared.settings import Settings
-from tests.conftest import unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
 
 TOKEN = "s3cret-token-" + "x" * 12
 

@@ -17,9 +17,10 @@ from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running, running
 from shared.messaging.nats_server import free_port
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.unit.test_deploy_monitoring import EXPECTED_ALERTS, RULES, used_metric_names
+from tests.support.ids import unique
+from tests.support.monitoring import EXPECTED_ALERTS, RULES, used_metric_names
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 # What the traffic below must leave non-zero in /metrics (sample name, labels that must match).
 DRIVEN: list[tuple[str, dict[str, str]]] = [

@@ -6,8 +6,9 @@ from engram_client.contract import RecallFilters, RecallRequest
 from shared.ingest import windows
 from shared.ingest.writer import memorize
 from shared.retrieval import recall
-from tests.conftest import conversation, unique
-from tests.integration.conftest import Memory
+from tests.support.ids import unique
+from tests.support.plain import Memory
+from tests.support.turns import conversation
 
 CHAT = [
     ("Ana", "I moved to Lisbon in May, the light there is unbelievable."),

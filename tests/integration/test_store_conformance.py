@@ -1,8 +1,7 @@
 """One conformance suite, run unchanged against Qdrant Edge and qdrant-client's local mode."""
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -16,7 +15,6 @@ from shared.store import (
     EdgeStore,
     EntryFilter,
     HybridSearch,
-    MemoryEntry,
     Scope,
     SparseVector,
     Store,
@@ -24,19 +22,8 @@ from shared.store import (
     Vectors,
     entry_id,
 )
-from tests.conftest import unique
-
-T0 = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
-
-
-def item(tenant: str, turns: list[str], *, dense: list[float], terms: list[int], conversation: str = "c1",
-         user: str | None = "u1", days: int = 0, weights: list[float] | None = None, **payload: Any) -> StoredEntry:
-    entry = MemoryEntry(id=entry_id(tenant, conversation, turns), tenant_id=tenant, user_id=user,
-                        conversation_id=conversation, text=payload.pop("text", f"entry {turns}"),
-                        occurred_at=T0 + timedelta(days=days), created_at=T0, updated_at=T0, source_turn_ids=turns,
-                        **payload)
-    return StoredEntry(entry=entry, vectors=Vectors(dense=dense, sparse=SparseVector(
-        indices=terms, values=weights or [1.0] * len(terms))))
+from tests.support.ids import unique
+from tests.support.store import T0, item
 
 
 def query(dense: list[float], terms: list[int]) -> Vectors:

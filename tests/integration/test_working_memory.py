@@ -17,8 +17,9 @@ from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server
-from tests.conftest import make_turn, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import make_turn
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
@@ -82,10 +83,10 @@ async def test_a_sweep_reads_only_the_conversations_with_turns_waiting(
     stopping = asyncio.Event()
     following = asyncio.create_task(closer._follow(stopping))
     try:
-        await eventually(lambda: asyncio.sleep(0, result=len(closer._due)), lambda n: n == 63)
+        await eventually(lambda: len(closer._due), lambda n: n == 63)
         read = await closer.sweep(now + timedelta(minutes=1))  # every mark is due: the finished ones get unmarked
         assert read == 63
-        await eventually(lambda: asyncio.sleep(0, result=set(closer._due)),
+        await eventually(lambda: set(closer._due),
                          lambda due: due == {(tenant, f"live-{c}") for c in range(3)})
         assert await closer.sweep(now + timedelta(minutes=2)) == 0  # the open ones are due when they go idle
         assert await closer.sweep(now + timedelta(minutes=6)) == 3
@@ -111,7 +112,11 @@ async def test_a_mark_is_only_removed_if_nothing_changed_since_it_was_read(
 
     assert not await wm.index.unmark_if_inactive(tenant, "c1", marked_again_meanwhile)
     assert await wm.index.marked(tenant) != []
-    assert await wm.index.unmark_if_inactive(tenant, "c1", lambda: asyncio.sleep(0, result=None))
+
+    async def untouched() -> buffers.Buffer | None:
+        return None
+
+    assert await wm.index.unmark_if_inactive(tenant, "c1", untouched)
     assert await wm.index.marked(tenant) == []
 
 

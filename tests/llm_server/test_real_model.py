@@ -16,9 +16,11 @@ from engram_client.contract import Turn
 from services.stack import Running, running
 from shared.llm.schemas import PURPOSES, ResponseFormat
 from shared.messaging import nats_server
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
-from tests.llm_server.server import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
+from tests.support.ids import unique
+from tests.support.llama import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 ENGLISH = [("Ana", "I moved to Porto last month and I love the river walks."),
            ("Bea", "Nice! Did you find a job there yet?"),

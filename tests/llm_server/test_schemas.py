@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from shared.llm.schemas import OUTPUTS, PURPOSES, Purpose, ResponseFormat, response_format
-from tests.llm_server.server import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
+from tests.support.llama import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
 
 MESSAGES = [{"role": "system", "content": "Answer with one JSON object."}, {"role": "user", "content": "Hello."}]
 MAX_TOKENS = 8  # the grammar is built before the first token; a few tokens prove the server could sample with it

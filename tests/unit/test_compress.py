@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.compress import IMAGE_CAPTION_KEY, Draft, OfflineCompressor, Window
-from tests.conftest import conversation, make_turn
+from tests.support.turns import conversation, make_turn
 
 
 def compress(window: Window) -> str:

@@ -1,11 +1,9 @@
 """The monitoring part of deploy/: Prometheus config, recording rules and alerts (checked and unit-tested by the
 real promtool), the generated Grafana dashboard, and that every engram metric they use is one engram declares."""
-import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -13,20 +11,20 @@ from prometheus_client import REGISTRY
 
 import shared.runtime.metrics  # noqa: F401  (registers every engram metric)
 from shared.runtime import dashboard
+from tests.support.monitoring import (
+    ALERTS_TEST,
+    DASHBOARD,
+    EXPECTED_ALERTS,
+    GRAFANA,
+    PROMETHEUS,
+    RULE_FILES,
+    RULES,
+    metric_names,
+    rules,
+    used_metric_names,
+)
 
-ROOT = Path(__file__).parents[2]
-PROMETHEUS = ROOT / "deploy" / "prometheus"
-RULES = PROMETHEUS / "rules"
-RULE_FILES = sorted(RULES.glob("*.yml"))
-ALERTS_TEST = RULES / "tests" / "engram-alerts.test.yml"
-GRAFANA = ROOT / "deploy" / "grafana"
-DASHBOARD = GRAFANA / "dashboards" / "engram.json"
-EXPECTED_ALERTS = {"EngramRecallLatencyHigh", "EngramConsumerLagGrowing", "EngramDeadLetters",
-                   "EngramConsolidationStale", "EngramLlmFallbackRate", "EngramNotReady"}
 RUNBOOK_ANCHOR = "#alerts-and-what-to-do"
-
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_NAME = re.compile(r"(?<![\w:$])[A-Za-z_:][A-Za-z0-9_:]*")
 # How prometheus_client names the samples of each metric type (labelled metrics have no samples until used).
 _SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum", "_created"),
              "summary": ("", "_count", "_sum", "_created"), "info": ("_info",), "stateset": ("",),
@@ -39,28 +37,6 @@ def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
     if binary is None:
         pytest.fail("promtool is not installed; run `make system-deps` (installs Debian's prometheus package)")
     return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=60, check=False)
-
-
-def metric_names(expr: str) -> set[str]:
-    """The `engram_*` metric names a PromQL expression reads (label values and other strings left out)."""
-    return {name for name in _NAME.findall(_STRING.sub('""', expr)) if name.startswith("engram_")}
-
-
-def rules(path: Path) -> list[dict[str, Any]]:
-    """Every rule of a Prometheus rule file."""
-    return [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
-
-
-def deploy_expressions() -> dict[str, list[str]]:
-    """Every PromQL expression of the rule files and of the committed dashboard, by file name."""
-    found = {path.name: [str(rule["expr"]) for rule in rules(path)] for path in RULE_FILES}
-    found[DASHBOARD.name] = dashboard.expressions(json.loads(DASHBOARD.read_text()))
-    return found
-
-
-def used_metric_names() -> set[str]:
-    """Every `engram_*` sample name deploy/'s rules and dashboard read."""
-    return {name for exprs in deploy_expressions().values() for expr in exprs for name in metric_names(expr)}
 
 
 def declared_samples() -> dict[str, set[str]]:

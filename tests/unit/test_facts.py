@@ -5,7 +5,7 @@ import pytest
 
 from shared.compress import Window
 from shared.compress.facts import RuleFactExtractor, facts_in_turn
-from tests.conftest import make_turn
+from tests.support.turns import make_turn
 
 FRIDAY = datetime(2024, 5, 10, 12, 0, tzinfo=UTC)
 

@@ -382,4 +382,6 @@ def test_chat_reply_override_and_reset(fake: FakeOpenAI) -> None:
     assert create(fake, request("summary", **DATA["summary"])).choices[0].message.content == '{"summary": "fixed"}'
     fake.reset()
     assert (fake.chat_calls, fake.requests, fake.tokens_served) == (0, [], {})
-    assert fake.chat_reply is not None and fake.fail_with is None and fake.delay_s == 0.0
+    body = request("summary", **DATA["summary"])
+    assert fake.chat_reply(body) == chat_model.answer(body) != '{"summary": "fixed"}'  # the default model again
+    assert (fake.fail_with, fake.misbehave, fake.delay_s) == (None, None, 0.0)

@@ -92,6 +92,9 @@ def test_the_ledger_refuses_a_tenant_past_its_hour_and_resets_on_the_next() -> N
 
 def test_no_budget_means_no_limit() -> None:
     """Without a per-hour budget, no amount of spending makes the ledger refuse a tenant."""
-    ledger = TokenLedger(per_hour=None)
-    ledger.spend("a", "plan", 10**9)
-    ledger.check("a")
+    ledger = TokenLedger(per_hour=None, clock=Clock())
+    for purpose in ("plan", "compress", "facts"):
+        ledger.spend("a", purpose, 10**9)
+        ledger.check("a")  # with a budget, the first 10**9 tokens would already be refused
+    assert ledger.spent("a") == 3 * 10**9  # spent past any budget within one hour, counted and never refused
+    assert ledger.by_purpose("a") == {"plan": 10**9, "compress": 10**9, "facts": 10**9}

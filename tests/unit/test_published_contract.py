@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from services import contract
 from services.cli import app
-from tests.node_packages import CONTRACT, run_node
+from tests.support.node import CONTRACT, run_node
 
 
 def test_the_committed_contract_is_what_the_models_give() -> None:

@@ -5,7 +5,7 @@ from shared.retrieval.mmr import mmr
 from shared.retrieval.render import render
 from shared.store import MemoryEntry, ScoredEntry
 from shared.text import tokens
-from tests.conftest import make_turn
+from tests.support.turns import make_turn
 
 NOW = datetime(2023, 5, 8, tzinfo=UTC)
 
