@@ -37,7 +37,7 @@ async def _chaos(every_s: float, name: str, stack: SoakStack, lock: asyncio.Lock
     if every_s <= 0:
         return
     blows = 0
-    while True:
+    while not stop.is_set():  # wait_for(..., 0) times out even when the event is set: look first
         blows += 1
         try:  # on a fixed schedule (every_s, 2 every_s...), however long each blow took to recover from
             await asyncio.wait_for(stop.wait(), max(0.0, blows * every_s - ledger.elapsed()))
