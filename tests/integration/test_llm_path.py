@@ -182,3 +182,22 @@ async def test_no_more_than_llm_max_concurrency_calls_run_at_once(fake: FakeOpen
         await llm.close()
     assert len(answers) == 6 and fake.chat_calls == 6
     assert most == 2
+
+
+async def test_the_assistants_own_words_become_no_statement(fake: FakeOpenAI) -> None:
+    """Statements remember what people said: one that restates only the assistant's turns (its advice, its
+    questions) is left to the episode, while each person's turn keeps its statement."""
+    turns = conversation(CHAT)
+    turns = [t.model_copy(update={"role": "assistant", "speaker": "Assistant"}) if t.speaker == "Bea" else t
+             for t in turns]
+    llm = LlmClient(llm_settings(fake))
+    try:
+        drafts = await LlmCompressor(llm, OfflineCompressor()).compress(
+            Window(tenant_id=unique("t"), conversation_id="c1", turns=turns))
+    finally:
+        await llm.close()
+    said_by = {t.turn_id: t.role for t in turns}
+    statements = [d for d in drafts if d.kind == "fact"]
+    assert statements, "the fake model restates every sentence: the user's turns must keep theirs"
+    assert all(any(said_by[s] == "user" for s in d.source_turn_ids) for d in statements)
+    assert not any(d.text.startswith("Assistant said") for d in statements)
