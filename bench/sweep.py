@@ -13,13 +13,13 @@ from typing import Any
 
 from engram_client import connection
 from engram_client.contract import Turn
-from shared.ingest import working_memory
 from shared.ingest.accept import accept_turn
-from shared.ingest.buffer import Buffer, Recent, digest
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buckets as working_memory
+from shared.working_memory.buffer import Buffer, Recent, digest
 
 TENANT = "sweep"
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)

@@ -17,13 +17,13 @@ from shared.consolidation.lease import Leases
 from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
 from shared.embedding import Bm25Encoder, embedding_dim
-from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
 from shared.messaging.security import nats_security
 from shared.rebuild.run import LOCK, RebuildDeps
 from shared.settings import Settings
 from shared.store import Store
+from shared.working_memory import WorkingMemory
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,6 @@ from nats.js import JetStreamContext
 from engram_client import connection
 from shared.compress.choose import compression
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
-from shared.ingest import buffer as buffers
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.llm import LlmClient
 from shared.messaging import streams
@@ -21,6 +19,8 @@ from shared.messaging.connection import server_info
 from shared.messaging.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buffer as buffers
 
 log = logging.getLogger("engram.ingestor")
 

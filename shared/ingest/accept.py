@@ -4,11 +4,11 @@ from datetime import UTC, datetime
 from engram_client.contract import Flush, Turn, check_tenant
 from engram_client.errors import InvalidRequest
 from shared.errors import Busy
-from shared.ingest import buffer as buffers
-from shared.ingest.buffer import Buffer
 from shared.ingest.policy import WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.runtime import metrics
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buffer as buffers
+from shared.working_memory.buffer import Buffer
 
 
 def _busy(buffer: Buffer | None, turn: Turn, policy: WindowPolicy) -> Busy | None:

@@ -22,10 +22,7 @@ from engram_client.errors import EngramError
 from shared.compress import Window
 from shared.consolidation.changes import applier
 from shared.consolidation.supersede import supersede_slots
-from shared.ingest import buffer as buffers
-from shared.ingest.buffer import Buffer, SealedWindow
 from shared.ingest.policy import CloserPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer, build, save
 from shared.messaging.deadletter import TurnDeadLetter
 from shared.messaging.events import Publish
@@ -33,6 +30,9 @@ from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, StoredEntry
 from shared.tracing import spans
 from shared.tracing.marks import Marks
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buffer as buffers
+from shared.working_memory.buffer import Buffer, SealedWindow
 
 log = logging.getLogger("engram.closer")
 

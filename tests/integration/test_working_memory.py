@@ -10,13 +10,13 @@ from prometheus_client import REGISTRY
 from engram_client import connection
 from engram_client.contract import Flush
 from engram_client.errors import EngramError, Timeout, Unavailable
-from shared.ingest import buffer as buffers
-from shared.ingest import working_memory
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buckets as working_memory
+from shared.working_memory import buffer as buffers
 from tests.conftest import make_turn, unique
 from tests.e2e.conftest import eventually
 
