@@ -63,8 +63,8 @@ async def run(idle_keys: int, open_conversations: int = 100) -> dict[str, Any]:
             closer = WindowCloser(wm, None, nothing, nothing, policy)  # type: ignore[arg-type]  # reads only
             stopping = asyncio.Event()
             started = time.perf_counter()
-            follower = asyncio.create_task(closer._follow(stopping))
-            while len(closer._due) < open_conversations:
+            follower = asyncio.create_task(closer.open.follow(stopping))
+            while len(closer.open.due_at) < open_conversations:
                 await asyncio.sleep(0.001)
             index_ms = (time.perf_counter() - started) * 1e3
             steady, steady_ms = await _timed(closer.sweep(now))

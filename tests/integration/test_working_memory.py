@@ -75,12 +75,12 @@ async def test_a_sweep_reads_only_the_conversations_with_turns_waiting(
                           policy=POLICY, now=now)
     closer = idle_closer(wm)
     stopping = asyncio.Event()
-    following = asyncio.create_task(closer._follow(stopping))
+    following = asyncio.create_task(closer.open.follow(stopping))
     try:
-        await eventually(lambda: asyncio.sleep(0, result=len(closer._due)), lambda n: n == 63)
+        await eventually(lambda: asyncio.sleep(0, result=len(closer.open.due_at)), lambda n: n == 63)
         read = await closer.sweep(now + timedelta(minutes=1))  # every mark is due: the finished ones get unmarked
         assert read == 63
-        await eventually(lambda: asyncio.sleep(0, result=set(closer._due)),
+        await eventually(lambda: asyncio.sleep(0, result=set(closer.open.due_at)),
                          lambda due: due == {(tenant, f"live-{c}") for c in range(3)})
         assert await closer.sweep(now + timedelta(minutes=2)) == 0  # the open ones are due when they go idle
         assert await closer.sweep(now + timedelta(minutes=6)) == 3
