@@ -3,16 +3,18 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from services.consolidator.app import Consolidator, build_consolidator
+from services.consolidator import app as consolidator
 from services.consolidator.deps import ConsolidatorDeps, open_consolidator
-from services.ingestor.app import Ingestor, build_ingestor
+from services.ingestor import app as ingestor
 from services.ingestor.deps import IngestorDeps, open_ingestor
-from services.retriever.app import build_retriever
+from services.retriever import app as retriever
 from services.retriever.deps import RetrieverDeps, open_retriever
+from services.service import Opened, Service
 from shared.embedding import embedding_dim
 from shared.llm import open_llm
 from shared.messaging import nats_server
@@ -23,6 +25,8 @@ from shared.store import Store, open_store
 from shared.tracing.export import exporting
 
 log = logging.getLogger("engram.stack")
+D = TypeVar("D", bound=Opened)
+S = TypeVar("S", bound=Service)
 
 
 @dataclass
@@ -33,12 +37,12 @@ class Running:
     store: Store
     health: Health
     http_port: int = 0
-    ingestors: list[Ingestor] = field(default_factory=list)
+    ingestors: list[ingestor.Ingestor] = field(default_factory=list)
+    retrievers: list[retriever.Retriever] = field(default_factory=list)
+    consolidators: list[consolidator.Consolidator] = field(default_factory=list)
     ingestor_deps: list[IngestorDeps] = field(default_factory=list)
     retriever_deps: list[RetrieverDeps] = field(default_factory=list)
     consolidator_deps: list[ConsolidatorDeps] = field(default_factory=list)
-    consolidators: list[Consolidator] = field(default_factory=list)
-    served: list[Counter[str]] = field(default_factory=list)  # per retriever instance
 
 
 @contextlib.asynccontextmanager
@@ -68,34 +72,34 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             stack.push_async_callback(llm.close)
         state = Running(nats_url=url, store=store, health=Health())
         for i in range(ingestors):
-            deps = await stack.enter_async_context(open_ingestor(settings, url, store=store, llm=llm,
-                                                                 name=f"engram-ingestor-{i}"))
-            state.ingestor_deps.append(deps)
-            state.health.check(deps.ready)
-            ingestor = build_ingestor(settings, deps)
-            await ingestor.start(state.health)
-            stack.push_async_callback(ingestor.stop)
-            state.ingestors.append(ingestor)
+            deps_i, ingest = await _started(stack, state.health, settings, ingestor.build, open_ingestor(
+                settings, url, store=store, llm=llm, name=f"engram-ingestor-{i}"))
+            state.ingestor_deps.append(deps_i)
+            state.ingestors.append(ingest)
         for i in range(retrievers):
-            retriever = await stack.enter_async_context(open_retriever(settings, url, store=store, llm=llm,
-                                                                       name=f"engram-retriever-{i}"))
-            state.retriever_deps.append(retriever)
-            state.health.check(retriever.ready)
-            state.served.append(Counter())
-            build_retriever(settings, retriever, state.served[-1])
-            await retriever.broker.start()
+            deps_r, retrieve = await _started(stack, state.health, settings, retriever.build, open_retriever(
+                settings, url, store=store, llm=llm, name=f"engram-retriever-{i}"))
+            state.retriever_deps.append(deps_r)
+            state.retrievers.append(retrieve)
         for i in range(consolidators):
-            consolidator = await stack.enter_async_context(open_consolidator(settings, url, store=store, llm=llm,
-                                                                             name=f"engram-consolidator-{i}"))
-            state.consolidator_deps.append(consolidator)
-            state.health.check(consolidator.ready)
-            replica = build_consolidator(settings, consolidator)
-            await replica.start()
-            stack.push_async_callback(replica.stop)
-            state.consolidators.append(replica)
+            deps_c, consolidate = await _started(stack, state.health, settings, consolidator.build, open_consolidator(
+                settings, url, store=store, llm=llm, name=f"engram-consolidator-{i}"))
+            state.consolidator_deps.append(deps_c)
+            state.consolidators.append(consolidate)
         state.http_port = await stack.enter_async_context(
             http.serving(settings.http_host, settings.http_port, state.health))
         yield state
+
+
+async def _started(stack: contextlib.AsyncExitStack, health: Health, settings: Settings,
+                   build: Callable[[Settings, D], S], opening: AbstractAsyncContextManager[D]) -> tuple[D, S]:
+    """Open a service's dependencies, build it and start it; on exit it stops, then its dependencies close."""
+    deps = await stack.enter_async_context(opening)
+    health.check(deps.ready)
+    service = build(settings, deps)
+    await service.start(health)
+    stack.push_async_callback(service.stop)
+    return deps, service
 
 
 async def serve_until_signalled(settings: Settings, *, ingestors: int, retrievers: int, consolidators: int,

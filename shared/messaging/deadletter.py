@@ -75,8 +75,13 @@ class Settler:
     dead-letter stream is missing), the message is left unacked and JetStream delivers it again after ack_wait.
     """
 
-    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext) -> None:
+    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext, client_id: str = "") -> None:
+        """
+        Args:
+            client_id: this replica's NATS connection name, on its spans (`messaging.client.id`).
+        """
         self._service = service
+        self._client_id = client_id
         self._prefix = prefix
         self._max_deliver = max_deliver
         self._js = js
@@ -97,7 +102,8 @@ class Settler:
                                     kind=SpanKind.CONSUMER, attributes={
                                         "messaging.system": "nats", "messaging.destination.name": raw.subject,
                                         "messaging.operation.type": "process", "engram.tenant": tenant,
-                                        "engram.stream_seq": seq, "engram.service": self._service}):
+                                        "engram.stream_seq": seq, "engram.service": self._service,
+                                        "messaging.client.id": self._client_id}):
                         await handle(tenant, kind, raw.data, seq)
                 except Exception as exc:  # every failure of a handler is settled here, and only here
                     outcome = await self._settle(raw, exc)
