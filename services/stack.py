@@ -72,34 +72,34 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             stack.push_async_callback(llm.close)
         state = Running(nats_url=url, store=store, health=Health())
         for i in range(ingestors):
-            deps_i, ingest = await _started(stack, state.health, settings, ingestor.build, open_ingestor(
-                settings, url, store=store, llm=llm, name=f"engram-ingestor-{i}"))
-            state.ingestor_deps.append(deps_i)
-            state.ingestors.append(ingest)
+            await _start(stack, state.health, open_ingestor(settings, url, store=store, llm=llm,
+                                                            name=f"engram-ingestor-{i}"),
+                         lambda deps: ingestor.build(settings, deps), state.ingestor_deps, state.ingestors)
         for i in range(retrievers):
-            deps_r, retrieve = await _started(stack, state.health, settings, retriever.build, open_retriever(
-                settings, url, store=store, llm=llm, name=f"engram-retriever-{i}"))
-            state.retriever_deps.append(deps_r)
-            state.retrievers.append(retrieve)
+            await _start(stack, state.health, open_retriever(settings, url, store=store, llm=llm,
+                                                             name=f"engram-retriever-{i}"),
+                         lambda deps: retriever.build(settings, deps), state.retriever_deps, state.retrievers)
         for i in range(consolidators):
-            deps_c, consolidate = await _started(stack, state.health, settings, consolidator.build, open_consolidator(
-                settings, url, store=store, llm=llm, name=f"engram-consolidator-{i}"))
-            state.consolidator_deps.append(deps_c)
-            state.consolidators.append(consolidate)
+            await _start(stack, state.health, open_consolidator(settings, url, store=store, llm=llm,
+                                                                name=f"engram-consolidator-{i}"),
+                         lambda deps: consolidator.build(settings, deps), state.consolidator_deps,
+                         state.consolidators)
         state.http_port = await stack.enter_async_context(
             http.serving(settings.http_host, settings.http_port, state.health))
         yield state
 
 
-async def _started(stack: contextlib.AsyncExitStack, health: Health, settings: Settings,
-                   build: Callable[[Settings, D], S], opening: AbstractAsyncContextManager[D]) -> tuple[D, S]:
-    """Open a service's dependencies, build it and start it; on exit it stops, then its dependencies close."""
+async def _start(stack: contextlib.AsyncExitStack, health: Health, opening: AbstractAsyncContextManager[D],
+                 build: Callable[[D], S], opened: list[D], started: list[S]) -> None:
+    """Open a service's dependencies, build it and start it (each added to its list); on exit the service stops,
+    then its dependencies close."""
     deps = await stack.enter_async_context(opening)
     health.check(deps.ready)
-    service = build(settings, deps)
+    service = build(deps)
     await service.start(health)
     stack.push_async_callback(service.stop)
-    return deps, service
+    opened.append(deps)
+    started.append(service)
 
 
 async def serve_until_signalled(settings: Settings, *, ingestors: int, retrievers: int, consolidators: int,
