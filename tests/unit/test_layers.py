@@ -6,14 +6,15 @@ The order, lowest first, and why each package sits where it does:
 1. `shared.errors`, `shared.settings`: what every other package may name.
 2. `shared.runtime` (metrics, logs, health, HTTP), `shared.tracing`, `shared.text`: cross-cutting, no domain.
 3. `shared.messaging`, `shared.store`, `shared.embedding`, `shared.llm`: one outside system each. They sit on one
-   layer because the store takes its TLS options from messaging's security module and the sparse encoder produces
-   the store's vector type; the cycle check below keeps those sideways imports one way.
+   layer because the store takes its API key and CA from messaging's security module (one place for every secret)
+   and the sparse encoder produces the store's vector type; the cycle check keeps those sideways imports one way.
 4. `shared.compress`, `shared.working_memory`: built on one of those systems each (the LLM; NATS key-value).
 5. `shared.consolidation`: jobs over stored entries (supersede, merge, forget); forget also empties working memory.
 6. `shared.ingest`, `shared.retrieval`: the two paths. Ingest supersedes a slot the moment it writes a fact, and
-   retrieval shares consolidation's notion of "the same fact, later", so both sit above consolidation.
+   retrieval judges currency with consolidation's gap after which newer evidence outdates a fact (MIN_GAP), so
+   both sit above consolidation.
 7. `shared.rebuild`, `shared.evaluation`: use cases that drive ingest, retrieval and consolidation together.
-8. `services.*`: transport and composition, which may import anything in shared/ and nothing imports.
+8. `services.*`: transport and composition, which may import anything in shared/ and nothing in shared/ imports.
 
 Every import counts, wherever it is written (a function-local import is still a dependency).
 """
