@@ -35,7 +35,7 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON
 TS_CLIENT := clients/typescript
 NODE_STAMP := $(TS_CLIENT)/node_modules/.package-lock.json
 
-.PHONY: run test lint system-deps docker-engine bench soak flood eval clean llm-venv llm-check contract node-deps
+.PHONY: run test docs docs-check lint system-deps docker-engine bench soak flood eval clean llm-venv llm-check contract node-deps
 
 # Reinstall only when a pyproject.toml changed since the last install (or the venv is missing). The light client
 # (clients/python, engram-client) goes in with the server, which imports the wire contract from it.
@@ -56,9 +56,21 @@ run: $(STAMP)
 # (and the LoCoMo ones, which share a costly session fixture) stay on one worker (tests/conftest.py), and the image
 # test goes first, so its build overlaps the rest; PYTEST_WORKERS=0 runs them in this process, one after another.
 PYTEST_WORKERS ?= 3
-test: $(STAMP) lint system-deps docker-engine $(LLM_STAMP) $(NODE_STAMP)
+test: $(STAMP) lint docs-check system-deps docker-engine $(LLM_STAMP) $(NODE_STAMP)
 	LLM_SERVER_REQUIRED=1 IMAGE_REQUIRED=1 $(BIN)/python -m pytest -q -ra -n $(PYTEST_WORKERS) --dist loadscope \
 	  --durations=15
+
+# The documentation site (mkdocs-material, mkdocs.yml): `make docs` regenerates the configuration page from the
+# settings and builds the site into site/ (gitignored); make test
+# builds it --strict into a temporary folder, so a broken link, a missing page or a wrong anchor fails the run.
+# NO_MKDOCS_2_WARNING: mkdocs-material's banner about its successor, printed on every build.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: $(STAMP)
+	$(BIN)/engram docs config
+	$(MKDOCS) build --strict --site-dir site
+
+docs-check: $(STAMP)
+	@tmp=$$(mktemp -d) && $(MKDOCS) build --strict --site-dir "$$tmp"; rc=$$?; rm -rf "$$tmp"; exit $$rc
 
 $(NODE_STAMP): $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error

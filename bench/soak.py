@@ -37,7 +37,7 @@ async def _chaos(every_s: float, name: str, stack: SoakStack, lock: asyncio.Lock
     if every_s <= 0:
         return
     blows = 0
-    while True:
+    while not stop.is_set():  # wait_for(..., 0) times out even when the event is set: look first
         blows += 1
         try:  # on a fixed schedule (every_s, 2 every_s...), however long each blow took to recover from
             await asyncio.wait_for(stop.wait(), max(0.0, blows * every_s - ledger.elapsed()))
@@ -127,7 +127,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                        "publish_retries": ledger.publish_retries, "flushes": ledger.flushes},
         "settle_s": settle_s, "settled": settle_s is not None, "engram_exit_code": exit_code,
         "recall": {**latency.model_dump(), "errors": dict(ledger.recall_errors)},
-        "resources": soak_report.summary(samples),
+        "resources": soak_report.summary(samples), "memory": soak_report.memory_growth(samples, load_s),
         "chaos": {"engram_kills": stack.engram_kills, "nats_restarts": stack.nats_restarts, "events": ledger.chaos},
         "forgets": ledger.forgets, "consolidations": ledger.consolidations,
         "forgotten_events": sampler.forgotten_reasons,

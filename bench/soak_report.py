@@ -47,6 +47,49 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
             "behind": {"max": max(behind, default=None), "end": behind[-1] if behind else None}}
 
 
+MARKS_S = (600.0, 1800.0, 3600.0)  # the table's points in time: 10, 30 and 60 minutes
+WARM_UP_S = 300.0  # the first minutes load the model and open the store: not growth
+
+
+def _fit(xs: list[float], ys: list[float]) -> float | None:
+    """The least-squares slope of ys over xs (None: too few points or no spread)."""
+    if len(xs) < 10 or max(xs) - min(xs) <= 0:
+        return None
+    import numpy as np
+
+    return float(np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)[0])
+
+
+def memory_growth(samples: list[dict[str, Any]], load_s: float) -> dict[str, Any]:
+    """Resident memory and heap at 10, 30 and 60 minutes, their growth per 100,000 entries while the load writes
+    (after the warm-up), and per hour once it stops (the quiet tail: the store's size holds still)."""
+    alive = [s for s in samples if s.get("rss_mb") is not None and s.get("anon_mb") is not None]
+    marks: list[dict[str, Any]] = []
+    for at in (*MARKS_S, alive[-1]["t_s"] if alive else 0.0):
+        near = min(alive, key=lambda s: abs(s["t_s"] - at), default=None)
+        if near is not None and abs(near["t_s"] - at) <= 30 and near["t_s"] not in [m["t_s"] for m in marks]:
+            marks.append({"t_s": near["t_s"], "rss_mb": near["rss_mb"], "anon_mb": near["anon_mb"],
+                          "entries": near.get("entries")})
+    load = [s for s in alive if WARM_UP_S <= s["t_s"] <= load_s and s.get("entries") is not None]
+    tail = [s for s in alive if s["t_s"] >= load_s + WARM_UP_S]  # after the last windows are written
+
+    def per(rows: list[dict[str, Any]], x: str, y: str, scale: float) -> float | None:
+        slope = _fit([r[x] for r in rows], [r[y] for r in rows])
+        return None if slope is None else slope * scale
+
+    return {"marks": marks,
+            "load": {"from_s": WARM_UP_S, "to_s": load_s,
+                     "entries": [load[0]["entries"], load[-1]["entries"]] if load else None,
+                     "rss_mb_per_100k_entries": per(load, "entries", "rss_mb", 100_000),
+                     "heap_mb_per_100k_entries": per(load, "entries", "anon_mb", 100_000),
+                     "rss_mb_per_hour": per(load, "t_s", "rss_mb", 3600), "heap_mb_per_hour": per(load, "t_s",
+                                                                                              "anon_mb", 3600)},
+            "quiet": {"from_s": load_s + WARM_UP_S, "to_s": tail[-1]["t_s"] if tail else None,
+                      "entries": [tail[0].get("entries"), tail[-1].get("entries")] if tail else None,
+                      "rss_mb_per_hour": per(tail, "t_s", "rss_mb", 3600),
+                      "heap_mb_per_hour": per(tail, "t_s", "anon_mb", 3600)}}
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
@@ -89,6 +132,23 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
                       _num(row["p99_ms"]) if row["recalls"] else "", _num(row["lag_max"], 0),
                       _num(row["behind_max"], 0), _num(row["rss_max_mb"], 0))
     console.print(table)
+    growth = results.get("memory")
+    if growth:
+        table = Table(title="engram memory over time (entries = created minus forgotten, from events)")
+        for column in ("at s", "entries", "RSS MB", "heap MB"):
+            table.add_column(column, justify="right")
+        for mark in growth["marks"]:
+            table.add_row(f"{mark['t_s']:.0f}", _num(mark["entries"], 0), _num(mark["rss_mb"], 0),
+                          _num(mark["anon_mb"], 0))
+        console.print(table)
+        load, quiet = growth["load"], growth["quiet"]
+        console.print(f"while writing ({load['from_s']:.0f}-{load['to_s']:.0f} s): RSS "
+                      f"{_num(load['rss_mb_per_100k_entries'], 0)} MB and heap "
+                      f"{_num(load['heap_mb_per_100k_entries'], 0)} MB per 100,000 entries "
+                      f"({_num(load['rss_mb_per_hour'], 0)} and "
+                      f"{_num(load['heap_mb_per_hour'], 0)} MB per hour); store still "
+                      f"({quiet['from_s']:.0f}-{_num(quiet['to_s'], 0)} s, recalls and consolidation going on): RSS "
+                      f"{_num(quiet['rss_mb_per_hour'], 1)} and heap {_num(quiet['heap_mb_per_hour'], 1)} MB per hour")
     forgets = results["forgets"]
     consolidations = results["consolidations"]
     console.print(f"forgets: {len(forgets)} ({sum(f['verified'] for f in forgets)} verified by engram); "
@@ -135,6 +195,13 @@ def write(results: dict[str, Any], out: Path) -> list[Path]:
     rss.plot([s["t_s"] for s in heap], [s["anon_mb"] for s in heap], ".", markersize=3, color="purple",
              label="of which heap (RssAnon)")
     rss.set_ylabel("MB")
+    counted = [s for s in samples if s.get("entries") is not None]
+    if counted:  # the store's size beside it: growth with the store, or with time
+        store = rss.twinx()
+        store.plot([s["t_s"] for s in counted], [s["entries"] for s in counted], "-", color="grey", linewidth=0.8,
+                   label="entries stored (right)")
+        store.set_ylabel("entries")
+        store.legend(loc="lower right", fontsize=8)
     rss.set_xlabel("seconds since the load started")
     rss.set_title("engram resident memory (VmRSS)")
     marks = {"engram_kill": ("red", "engram SIGKILL"), "nats_restart": ("orange", "NATS restart")}

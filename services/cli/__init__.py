@@ -4,7 +4,7 @@ import os
 
 import typer
 
-from services.cli import commands, demo, evaluate, mcp_command, serve
+from services.cli import commands, demo, docs, evaluate, mcp_command, serve
 
 app = typer.Typer(help="engram: conversational memory over NATS and Qdrant.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -13,6 +13,7 @@ for command in (serve.up, serve.ingestor, serve.retriever, serve.consolidator, c
                 demo.demo, mcp_command.mcp):
     app.command()(command)
 app.add_typer(evaluate.app, name="eval")
+app.add_typer(docs.app, name="docs")
 
 
 def main() -> None:

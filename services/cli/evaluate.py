@@ -85,15 +85,15 @@ async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: 
 
 
 @app.command("updates")
-def eval_updates(split: str = typer.Option("dev", "--split", help="dev (tune on it) or test (measure only)"),
+def eval_updates(split: str = typer.Option("dev", "--split", help="dev or dev2 (tune on them) or test (measure only)"),
                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
                  consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",
                                                   help="run the consolidation jobs before asking"),
                  out: Path = typer.Option(Path("eval-out"), "--out", help="folder for updates-<split>.json")) -> None:  # noqa: B008
     """Publish the update stories through NATS, consolidate, ask about now, before and what never changed."""
-    if split not in ("dev", "test"):
-        err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
+    if split not in ("dev", "dev2", "test"):
+        err.print(f"[red]--split must be dev, dev2 or test, not {split!r}[/red]")
         raise typer.Exit(2)
     settings = load_settings()
     run(_eval_updates(settings, split, mode, k, consolidate, out))  # type: ignore[arg-type]
@@ -104,8 +104,8 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
                out: Path = typer.Argument(help="JSONL file of its turns, for `engram ingest`"),  # noqa: B008
                split: str = typer.Option("dev", "--split", help="the half it is in (dev or test)")) -> None:
     """Write one update story's turns as JSONL (user id `<id>`), to ingest it and look at a recall with --explain."""
-    if split not in ("dev", "test"):
-        err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
+    if split not in ("dev", "dev2", "test"):
+        err.print(f"[red]--split must be dev, dev2 or test, not {split!r}[/red]")
         raise typer.Exit(2)
     stories = {s.id: s for s in updates.load(updates.split_path(split))}  # type: ignore[arg-type]
     story = stories.get(story_id)

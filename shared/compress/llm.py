@@ -10,6 +10,7 @@ from shared.llm import LlmClient, fell_back, prompts
 from shared.llm.schemas import MAX_STATEMENTS, CompressedWindow, ExtractedFacts
 from shared.text import language, scripts
 
+PEOPLE = ("user", "other")  # the roles whose words a statement may remember
 CHINESE_SHARE = 0.2  # of a statement's letters, when the window is Chinese: below it the model wrote another language
 
 
@@ -71,6 +72,8 @@ class LlmCompressor:
         drafts = []
         for statement in answer.statements:
             sources = sorted(set(statement.source_turn_ids), key=order.__getitem__)
+            if not any(by_id[t].role in PEOPLE for t in sources):
+                continue  # the assistant's own words (advice, questions) are the episode's, not a person's memory
             # Dated by when it was said, like a fact (its text carries any other date): supersede orders by this,
             # and a statement of a future plan must not outrank what is said later.
             owned = [t for t in sources if by_id[t].user_id is not None]

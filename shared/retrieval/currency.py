@@ -12,8 +12,9 @@ keep theirs.
 
 How much newer counts depends on how the question asks about the present (tense.py): a time word ("now",
 "currently", "现在") means the asker expects things to have changed, so `weight` applies; the present tense alone
-("what is her dog called?") applies `tense_weight`, by default nothing, so a question about what never changed
-is answered by relevance. A question about a past event ("when did she move?") is left to relevance alone.
+("who is her partner?") applies `tense_weight`, a smaller gain: newer evidence comes first over older evidence at
+most that much more relevant, as the question may be about something that changed without saying so. A question
+about a past event ("when did she move?") is left to relevance alone.
 
 Derived claims yield to evidence. A fact is ranked as the evidence it came from (right after its source episode,
 when that is among the top k); on a question about the present it also ranks below each in-band episode said at
@@ -40,7 +41,7 @@ class Currency:
     band: float
     weight: float
     half_life_days: float = 30.0
-    tense_weight: float = 0.0  # the gain when only the tense, no time word, says "the present"
+    tense_weight: float = 0.5  # the gain when only the tense, no time word, says "the present"
 
 
 def _day(when: datetime) -> str:

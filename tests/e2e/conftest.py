@@ -1,11 +1,8 @@
 """End-to-end fixtures: a real nats-server (from the wheel), the services, Qdrant Edge, and the client SDK."""
-import asyncio
 import os
 import tempfile
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -13,30 +10,27 @@ from engram_client import MemoryClient
 from services.stack import Running, running
 from shared.messaging import nats_server
 from shared.settings import Settings
-from tests.conftest import unique
-from tests.e2e import image
+from tests.support import image
+from tests.support.ids import unique
+from tests.support.stacks import fast_settings
+from tests.support.xdist import is_worker
 
-T = TypeVar("T")
 IMAGE_TEST = "test_image.py"
 IMAGE_BUILD = pytest.StashKey[image.Background]()
-
-
-def _xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The image's build overlaps the other tests: run in one process, the image test runs last and the build starts
     in a thread when it is collected; on pytest-xdist workers it is handed out first, and its worker waits for the
     build while the others run the rest."""
-    worker = _xdist_worker(config)
+    worker = is_worker(config)
     items.sort(key=lambda item: (item.path.name == IMAGE_TEST) != worker)  # stable: the rest keep their order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the image (in a thread, at low priority) as soon as its test is known to run (in one process;
     a pytest-xdist worker builds when it is handed the test)."""
-    if (not session.config.option.collectonly and not _xdist_worker(session.config)
+    if (not session.config.option.collectonly and not is_worker(session.config)
             and any(item.path.name == IMAGE_TEST for item in session.items)):
         log = Path(tempfile.mkdtemp(prefix="engram-image-")) / "build.log"
         session.config.stash[IMAGE_BUILD] = image.start_background(log)
@@ -69,20 +63,6 @@ def image_build(request: pytest.FixtureRequest) -> Iterator[image.Background]:
         image.stop_container()
 
 
-async def eventually(probe: Callable[[], Awaitable[T]], check: Callable[[T], bool] = bool,
-                     timeout_s: float = 20.0, interval_s: float = 0.1) -> T:
-    """Poll `probe` until `check` passes on its result, or fail after `timeout_s` with the last result."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while True:
-        last = await probe()
-        if check(last):
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s; last result: {last!r}"[:2000])
-        await asyncio.sleep(interval_s)
-
-
 @pytest.fixture
 def nats_url(tmp_path: Path) -> Iterator[str]:
     """A fresh nats-server with JetStream on a free port, storing in tmp_path."""
@@ -95,12 +75,6 @@ def nats_url(tmp_path: Path) -> Iterator[str]:
 def e2e_settings(tmp_path: Path) -> Settings:
     """Fast settings for a stack of the test's own."""
     return fast_settings(tmp_path)
-
-
-def fast_settings(folder: Path) -> Settings:
-    """Settings for a fast stack: short sweeps and grace so tests need not wait long."""
-    return Settings(data_dir=folder / "data", http_port=0, sweep_interval_s=0.2, seal_grace_s=1.0,
-                    idle_timeout_s=2.0)
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import pytest
 from engram_client import MemoryClient
 from services.stack import Running
 from shared.messaging import deadletter
-from tests.conftest import make_turn
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letters
+from tests.support.dead_letters import dead_letters
+from tests.support.polling import eventually
+from tests.support.turns import make_turn
 
 GOOD_TURN = json.loads(make_turn("I moved to Lisbon.", conversation_id="c1", turn_id="t1").model_dump_json())
 
@@ -34,6 +34,8 @@ GOOD_TURN = json.loads(make_turn("I moved to Lisbon.", conversation_id="c1", tur
     ("entries", b'{"tenant_id": "someone-else"}', "forbidden", "someone-else"),
 ])
 async def test_request_reply_errors(client: MemoryClient, kind: str, payload: bytes, code: str, needle: str) -> None:
+    """Each malformed or out-of-tenant recall or entries request gets an error reply with the expected code and a
+    message naming the problem, and the service answers the next request."""
     reply = await client.raw_request(kind, payload)
     assert reply["error"]["code"] == code, reply
     assert needle in reply["error"]["message"], reply
@@ -59,6 +61,8 @@ def _turn(**change: Any) -> bytes:
 ])
 async def test_bad_turns_and_flushes_are_dead_lettered_with_their_reason(
         stack: Running, client: MemoryClient, subject_kind: str, payload: bytes, code: str, needle: str) -> None:
+    """Each malformed or out-of-tenant turn or flush is dead-lettered once, unchanged, with its code, reason, subject
+    and service, and a good turn after it still becomes memory."""
     nc = await nats.connect(stack.nats_url)
     subject = f"mem.{client.tenant}.{subject_kind}"
     await nc.jetstream().publish(subject, payload)
@@ -79,6 +83,7 @@ async def test_bad_turns_and_flushes_are_dead_lettered_with_their_reason(
 
 
 async def test_a_repeated_turn_id_is_stored_once(client: MemoryClient) -> None:
+    """A turn published again under the same turn id is stored once, as first sent, not as the later text."""
     turn = make_turn("My favourite colour is teal.", conversation_id="c5", turn_id="dup")
     await client.publish_turn(turn)
     # A second publish within the dedup window is dropped by JetStream; a later redelivery by the KV buffer.

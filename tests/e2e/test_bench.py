@@ -18,6 +18,8 @@ async def bench(*args: str) -> str:
 
 
 async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tmp_path: Path) -> None:
+    """`bench --only pipeline` exits cleanly and writes ingest throughput, error-free recall load at each
+    concurrency, recall during ingest and a chart."""
     out = await bench("--only", "pipeline", "--conversation", str(SAMPLE), "--rounds", "3", "--concurrency", "1,2",
                       "--load-turns", "40", "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
@@ -34,6 +36,8 @@ async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tm
 
 
 async def test_scale_bench_grows_a_shard_and_contrasts_local_mode(tmp_path: Path) -> None:
+    """`bench --only scale` writes a row per size for Qdrant Edge and one for local mode, with positive timings,
+    memory per 100k entries and a chart."""
     await bench("--only", "scale", "--sizes", "300,600", "--scale-queries", "20", "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
     rows = results["scale"]["rows"]
@@ -45,6 +49,8 @@ async def test_scale_bench_grows_a_shard_and_contrasts_local_mode(tmp_path: Path
 
 
 async def test_sweep_bench_times_idle_detection_against_the_old_full_sweep(tmp_path: Path) -> None:
+    """`bench --only sweep` reports that a sweep reads no key when nothing is due and only the open conversations
+    when they are, against every key for the old sweep."""
     out = await bench("--only", "sweep", "--sweep-keys", "500", "--out", str(tmp_path))
     sweep = json.loads((tmp_path / "results.json").read_text())["sweep"]
     assert sweep["idle_keys"] == 500 and sweep["open_conversations"] == 100

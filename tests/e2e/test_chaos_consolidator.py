@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -24,9 +23,10 @@ import pytest
 from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import ConsolidationSummary, EntryView, Turn
 from engram_client.errors import EngramError
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import memory_without_ids
+from tests.support.ids import unique
+from tests.support.memory import memory_without_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 CITIES = ["Lisbon", "Porto", "Berlin", "Madrid"]
@@ -78,10 +78,13 @@ class EngramProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT)
         self.starts += 1
-        deadline = time.monotonic() + 120
-        while b"engram is up" not in self.log.read_bytes()[offset:]:
-            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()[-3000:]
-            await asyncio.sleep(0.1)
+        proc = self.proc
+
+        def up() -> bool:
+            assert proc.poll() is None, self.log.read_text()[-3000:]  # it exited: its log says why
+            return b"engram is up" in self.log.read_bytes()[offset:]
+
+        await eventually(up, timeout_s=120)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, the lease is neither renewed nor given back."""
@@ -173,6 +176,8 @@ async def all_entries(client: MemoryClient) -> list[EntryView]:
 
 @pytest.mark.timeout(600)
 async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(tmp_path: Path, nats_url: str) -> None:
+    """A tenant whose consolidation is SIGKILLed mid-job three times and then run to the end has the same memory as a
+    tenant consolidated once cleanly, loses and doubles no turn, and a further run changes nothing."""
     crashed, clean = unique("crashed"), unique("clean")
     turns = turns_of(tenant_users=6)
     async with engram(tmp_path, nats_url) as process:

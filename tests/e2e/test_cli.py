@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 from services.stack import Running
-from tests.conftest import conversation, unique
+from tests.support.ids import unique
+from tests.support.turns import conversation
 
 
 async def engram(*args: str) -> tuple[int, str]:
@@ -19,6 +20,8 @@ async def engram(*args: str) -> tuple[int, str]:
 
 
 async def test_ingest_recall_and_entries_from_the_command_line(stack: Running, tmp_path: Path) -> None:
+    """The CLI ingests a JSONL file and waits until it is recallable, then recalls, lists entries and consolidates it
+    as JSON, and rejects an unknown job."""
     tenant = unique("cli")
     turns = conversation([("Ana", "My brother Leo lives in Montreal and teaches chemistry."),
                           ("Bo", "Does he like the winters there?"),
@@ -46,6 +49,7 @@ async def test_ingest_recall_and_entries_from_the_command_line(stack: Running, t
 
 
 async def test_bad_files_and_unreachable_servers_fail_clearly(tmp_path: Path) -> None:
+    """The CLI exits 1 naming the file and line of a bad turn, and saying it cannot connect when NATS is unreachable."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"conversation_id": "c"}\n')
     code, out = await engram("ingest", str(bad), "--nats-url", "nats://127.0.0.1:1")

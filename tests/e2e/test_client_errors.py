@@ -19,8 +19,10 @@ from engram_client.contract import RecallRequest
 from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
 from services.stack import Running
 from shared.retrieval import serving
-from tests.conftest import conversation, unique
-from tests.e2e.helpers import store_all
+from tests.support.ids import unique
+from tests.support.memory import store_all
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 # The retriever of the module's stack: a tenant may hold 8 recalls at once, and 64 more may wait.
 WORKERS, SHARE, QUEUE = 16, 0.5, 64
@@ -61,6 +63,8 @@ def refusals() -> float:
 
 
 async def test_invalid_requests_and_bad_tenants_raise_invalid_request(stack: Running) -> None:
+    """A tenant id the subject cannot carry, or the reserved one, is refused as InvalidRequest at connect, and a
+    request the client would refuse is refused by engram for the same reason."""
     for bad in ("acme.recall", "*", "", "dlq", "a" * 65):  # a tenant the subject cannot carry, or the reserved one
         with pytest.raises(InvalidRequest, match="tenant id"):
             await MemoryClient.connect(stack.nats_url, bad)
@@ -98,8 +102,7 @@ async def test_unavailable_after_honouring_the_retry_hint_then_answered(stack: R
             await MemoryClient.connect(stack.nats_url, tenant, timeout_s=1.5) as client:
         share = int(WORKERS * SHARE)
         holding = [asyncio.create_task(holder.recall(f"question {i}")) for i in range(share)]
-        while gate.waiting < share:
-            await asyncio.sleep(0.01)
+        await eventually(lambda: gate.waiting, lambda n: n >= share, timeout_s=20, interval_s=0.01)
         # The queue fills with more of the tenant's recalls; until it is full, a further one waits there too (and
         # its client gives up on it: Timeout), after that it is refused.
         waiting = [asyncio.create_task(holder.recall(f"waits {i}")) for i in range(QUEUE)]
@@ -141,6 +144,7 @@ async def test_timeout_and_internal(stack: Running, gate: Gate) -> None:
 
 
 async def test_nobody_answering_is_unavailable(stack: Running) -> None:
+    """A request on a prefix no service listens to raises Unavailable saying nobody answers."""
     async with await MemoryClient.connect(stack.nats_url, unique("errors"), prefix="nobody") as client:
         with pytest.raises(Unavailable, match="nobody answers nobody"):
             await client.recall("hello")

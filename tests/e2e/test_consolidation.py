@@ -9,9 +9,10 @@ from engram_client import MemoryClient
 from engram_client.contract import EntryView
 from services.stack import Running
 from shared.store import EntryFilter, Scope
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import store_all
+from tests.support.ids import unique
+from tests.support.memory import store_all
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 SEPTEMBER = datetime(2024, 9, 2, 10, 0, tzinfo=UTC)
@@ -40,6 +41,8 @@ async def everything(client: MemoryClient, user_id: str) -> list[EntryView]:
 
 
 async def test_a_move_a_new_job_and_a_new_pet_leave_only_the_current_values(client: MemoryClient) -> None:
+    """After consolidation, recall offers only the current home, job and pet as facts, the old ones come back only
+    with include_superseded, and history chains the old value to the new."""
     await store_all(client, conversation(BEFORE, "s1", MAY, user_id="ana") +
                     conversation(AFTER, "s2", SEPTEMBER, user_id="ana"))
     summary = await client.consolidate()
@@ -66,6 +69,8 @@ async def test_a_move_a_new_job_and_a_new_pet_leave_only_the_current_values(clie
 
 
 async def test_statements_published_in_any_order_give_the_same_current_facts(stack: Running) -> None:
+    """The same dated statements published in three different orders leave the same facts, superseded or current,
+    with the latest home current."""
     statements = [("Ana", "I live in Lisbon."), ("Ana", "I moved to Porto."), ("Ana", "I moved to Madrid."),
                   ("Ana", "I work at Google."), ("Ana", "I work at Spotify now."), ("Ana", "I'm allergic to peanuts.")]
     turns = [t for i, line in enumerate(statements)
@@ -85,6 +90,8 @@ async def test_statements_published_in_any_order_give_the_same_current_facts(sta
 
 async def test_duplicates_from_different_conversations_merge_keeping_every_source(client: MemoryClient,
                                                                                   stack: Running) -> None:
+    """A conversation repeated under another id is merged into one episode holding every source turn, announced,
+    hidden from recall but still found in its own conversation and in history."""
     lines = [("Ana", "We booked the cabin by Lake Bled for the first week of July."),
              ("Bo", "The one with the wooden sauna and the rowing boat?"),
              ("Ana", "Yes, and Mia is bringing her guitar for the evenings."),
@@ -119,6 +126,8 @@ async def test_duplicates_from_different_conversations_merge_keeping_every_sourc
 
 
 async def test_old_small_talk_fades_while_an_old_allergy_stays(client: MemoryClient) -> None:
+    """Consolidation forgets year-old small talk, announcing it as low_retention, while an equally old allergy stays
+    as a fact and an episode."""
     long_ago = SEPTEMBER - timedelta(days=400)
     chatter = conversation([("Ana", "hey"), ("Bo", "hi!"), ("Ana", "lol ok"), ("Bo", "haha same")],
                            "old-chat", long_ago, user_id="ana")
@@ -171,6 +180,8 @@ async def test_the_profile_gathers_stated_preferences_in_english_and_chinese(cli
 
 
 async def test_one_run_and_ten_runs_give_the_same_memory(client: MemoryClient) -> None:
+    """Nine more consolidation runs after the first change nothing: every count is zero and the memory equals the one
+    the first run left."""
     lines = [("Ana", "hey"), ("Bo", "hi"), ("Ana", "lol"), ("Bo", "ok")]
     turns = (conversation(BEFORE, "s1", MAY, user_id="ana") + conversation(AFTER, "s2", SEPTEMBER, user_id="ana")
              + conversation(lines, "s0", MAY - timedelta(days=500), user_id="ana")
@@ -189,6 +200,7 @@ async def test_one_run_and_ten_runs_give_the_same_memory(client: MemoryClient) -
 
 
 async def test_a_recalled_entry_records_its_use(client: MemoryClient, stack: Running) -> None:
+    """An entry a recall returned has its access count and last-accessed time recorded once the usage is flushed."""
     await store_all(client, conversation(BEFORE, "s1", MAY, user_id="ana"))
     recalled = await client.recall("Where does Ana live?", user_id="ana", k=1)
     [hit] = recalled.entries

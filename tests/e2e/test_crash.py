@@ -12,9 +12,10 @@ from nats.js.errors import NotFoundError
 from engram_client import MemoryClient
 from shared.store import EdgeStore
 from shared.working_memory import WorkingMemory
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 
 def start_ingestor(nats_url: str, data_dir: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -36,6 +37,8 @@ async def consumer_progress(js: nats.js.JetStreamContext) -> tuple[int, int, int
 
 
 async def test_sigkill_mid_window_loses_nothing_and_stores_nothing_twice(nats_url: str, tmp_path: Path) -> None:
+    """An ingestor SIGKILLed three times mid-batch while turns keep coming, some published twice, ends with every
+    turn stored in exactly one episode once it settles."""
     tenant = unique("crash")
     data_dir, log = tmp_path / "data", tmp_path / "ingestor.log"
     turns = [t for c in range(6) for t in conversation(

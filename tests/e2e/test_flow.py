@@ -6,8 +6,8 @@ import nats
 
 from engram_client import MemoryClient, subjects
 from services.stack import Running
-from tests.conftest import conversation, make_turn
-from tests.e2e.conftest import eventually
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 
 async def test_flushed_turns_are_recalled_by_meaning(client: MemoryClient) -> None:
@@ -21,6 +21,8 @@ async def test_flushed_turns_are_recalled_by_meaning(client: MemoryClient) -> No
 
 async def test_a_window_closes_at_n_turns_and_working_memory_is_returned(client: MemoryClient,
                                                                          stack: Running) -> None:
+    """A window closes by itself after window_turns turns, its entry holding exactly those turns, and recall returns
+    the turn past it as working memory."""
     window = stack.ingestor_deps[0].settings.window_turns
     turns = conversation([("Ana", f"Fact number {i}: I like thing {i}.") for i in range(window + 1)],
                          conversation_id="c2")
@@ -47,6 +49,8 @@ async def test_recent_turns_come_back_in_ts_order_when_timestamps_disagree_with_
 
 
 async def test_entry_created_events_and_entries_listing(client: MemoryClient, stack: Running) -> None:
+    """Storing a turn publishes an entry_created event on the tenant's events subject, and the entry it names is the
+    one listed and fetched by id."""
     nc = await nats.connect(stack.nats_url)
     sub = await nc.subscribe(subjects.events("mem", client.tenant))
     await client.publish_turn(make_turn("Biscuit chewed the sofa again.", conversation_id="c3"))
@@ -86,6 +90,8 @@ async def test_a_redelivered_turn_after_its_window_was_stored_is_ignored(client:
 
 
 async def test_entries_are_listed_page_by_page(client: MemoryClient) -> None:
+    """Listing entries one per page returns each entry exactly once, and a conversation with no entries gives an
+    empty page with no cursor."""
     turns = conversation([("Ana", f"Note {i}: remember item {i}.") for i in range(12)], conversation_id="pages")
     await client.publish_turns(turns)
     await client.flush("pages")

@@ -5,9 +5,10 @@ from engram_client import MemoryClient
 from engram_client.contract import Turn
 from services.stack import Running
 from shared.store import Scope
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import store_all, stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import store_all, stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 LINES = [("Ana", "I adopted a grey cat called Miso last week."), ("Bo", "Miso is a lovely name for a cat."),
          ("Ana", "She sleeps on my keyboard every morning."), ("Bo", "Cats always find the warmest spot."),
@@ -24,6 +25,8 @@ async def held(stack: Running, tenant: str) -> dict[str, dict[int, Turn]]:
 
 
 async def test_forgetting_a_user_leaves_nothing_of_theirs_and_everything_else(stack: Running) -> None:
+    """Forgetting a user removes their entries, working memory and unwritten turns from store, recall, listings and
+    later windows, announces it, and leaves other users and tenants untouched."""
     tenant, other_tenant = unique("t"), unique("t")
     store = stack.store
     async with await MemoryClient.connect(stack.nats_url, tenant) as client, \
@@ -69,6 +72,8 @@ async def test_forgetting_a_user_leaves_nothing_of_theirs_and_everything_else(st
 
 
 async def test_forgetting_a_conversation_or_entries_stays_inside_the_tenant(stack: Running) -> None:
+    """A forget of another tenant's entry ids deletes nothing, while a forget of a conversation or of one entry
+    deletes exactly that in the asking tenant."""
     tenant, other_tenant = unique("t"), unique("t")
     store = stack.store
     async with await MemoryClient.connect(stack.nats_url, tenant) as client, \
@@ -96,6 +101,8 @@ async def test_forgetting_a_conversation_or_entries_stays_inside_the_tenant(stac
 
 
 async def test_a_bad_forget_request_gets_a_clear_error(stack: Running) -> None:
+    """A forget request that is empty, not JSON, names both a user and a conversation, or names another tenant gets
+    an error reply with the matching code."""
     tenant = unique("t")
     async with await MemoryClient.connect(stack.nats_url, tenant) as client:
         for payload, code in [(b"{}", "invalid_request"), (b"not json", "invalid_request"),

@@ -11,8 +11,9 @@ from engram_client.errors import Unavailable
 from services.stack import Running, running, serve_until_signalled
 from shared.messaging import nats_server
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -25,6 +26,8 @@ def metric(text: str, name: str, **labels: str) -> float:
 
 
 async def test_metrics_health_and_readiness_after_traffic(stack: Running, client: MemoryClient) -> None:
+    """After traffic, /healthz and /readyz answer 200, unknown paths 404, and /metrics shows the ingest, recall and
+    embedding counters grown, with no tenant id in any label."""
     base = f"http://127.0.0.1:{stack.http_port}"
     async with httpx.AsyncClient() as http:
         before = (await http.get(f"{base}/metrics")).text
@@ -58,6 +61,8 @@ async def test_metrics_health_and_readiness_after_traffic(stack: Running, client
 
 
 async def test_a_dead_consumer_loop_makes_the_process_unready_and_exit_non_zero(tmp_path: Path) -> None:
+    """A ready process whose turns consumer loop dies turns /readyz to 503 naming the stopped consumer and exits with
+    code 1."""
     server = nats_server.start(tmp_path / "nats")
     settings = Settings(data_dir=tmp_path / "data", http_port=0, nats_url=server.url)
     seen: dict[str, object] = {}

@@ -26,7 +26,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import nats
@@ -61,20 +61,11 @@ from engram_client.sessions import wait_until_stored
 from services.stack import Running, running
 from shared.messaging import deadletter
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letter_count, dead_letters
-from tests.unit.test_hostile_contract import (
-    BASE,
-    FIELDS,
-    MAX_MESSAGE,
-    MAX_PAYLOAD,
-    entry_ids,
-    hostile_payloads,
-    ids,
-    names,
-    texts,
-)
+from tests.support.dead_letters import dead_letter_count, dead_letters
+from tests.support.hostile import BASE, FIELDS, MAX_MESSAGE, MAX_PAYLOAD, entry_ids, hostile_payloads, ids, names, texts
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 T = TypeVar("T")
 
@@ -178,6 +169,30 @@ async def all_entries(client: MemoryClient) -> dict[str, str]:
         cursor = page.next_cursor
 
 
+VICTIM_LINES = [
+    [("Ana", "My locker code is {0}."), ("Bo", "Noted, I will keep it safe."), ("Ana", "My cat is called {1}."),
+     ("Bo", "What a lovely name.")],
+    [("Cy", "I moved to {2} street last week."), ("Bo", "Which number?"), ("Cy", "Number twelve, near the bakery."),
+     ("Bo", "I know it well.")],
+]
+ATTACKER_LINES = [
+    [("Ana", "My locker is by the door."), ("Bo", "Fine."), ("Ana", "My dog is called Rex."), ("Bo", "Nice.")],
+    [("Cy", "I moved to the old town."), ("Bo", "Which street?"), ("Cy", "Near the river."), ("Bo", "Nice.")],
+]
+
+
+async def store_conversations(stack: Running, tenant: str, users: Sequence[str], conversations: Sequence[str],
+                              lines: list[list[tuple[str, str]]]) -> None:
+    """Store one conversation per (user, conversation id, lines) for the tenant, and wait until it is memory."""
+    async with await MemoryClient.connect(stack.nats_url, tenant) as client:
+        turns = [t for conv, user, convo in zip(conversations, users, lines, strict=True)
+                 for t in conversation(convo, conversation_id=conv, user_id=user)]
+        await client.publish_turns(turns)
+        for conv in conversations:
+            await client.flush(conv)
+        await wait_until_stored(client, turns, timeout_s=60)
+
+
 @pytest.fixture(scope="module")
 async def world(stack: Running) -> World:
     """A victim with secrets in two conversations of two users; an attacker with the same user and conversation ids
@@ -186,24 +201,9 @@ async def world(stack: Running) -> World:
     secrets = tuple(unique(word) for word in ("Quokkalantern", "Zyxbrimstone", "Vermiculite"))
     users = (unique("user"), unique("user"))
     conversations = (unique("conv"), unique("conv"))
-    victim_lines = [
-        [("Ana", f"My locker code is {secrets[0]}."), ("Bo", "Noted, I will keep it safe."),
-         ("Ana", f"My cat is called {secrets[1]}."), ("Bo", "What a lovely name.")],
-        [("Cy", f"I moved to {secrets[2]} street last week."), ("Bo", "Which number?"),
-         ("Cy", "Number twelve, near the bakery."), ("Bo", "I know it well.")],
-    ]
-    attacker_lines = [
-        [("Ana", "My locker is by the door."), ("Bo", "Fine."), ("Ana", "My dog is called Rex."), ("Bo", "Nice.")],
-        [("Cy", "I moved to the old town."), ("Bo", "Which street?"), ("Cy", "Near the river."), ("Bo", "Nice.")],
-    ]
-    for tenant, lines in ((victim, victim_lines), (attacker, attacker_lines)):
-        async with await MemoryClient.connect(stack.nats_url, tenant) as client:
-            turns = [t for conv, user, convo in zip(conversations, users, lines, strict=True)
-                     for t in conversation(convo, conversation_id=conv, user_id=user)]
-            await client.publish_turns(turns)
-            for conv in conversations:
-                await client.flush(conv)
-            await wait_until_stored(client, turns, timeout_s=60)
+    victim_lines = [[(speaker, text.format(*secrets)) for speaker, text in convo] for convo in VICTIM_LINES]
+    await store_conversations(stack, victim, users, conversations, victim_lines)
+    await store_conversations(stack, attacker, users, conversations, ATTACKER_LINES)
     async with await MemoryClient.connect(stack.nats_url, victim) as client:
         stored = await all_entries(client)
     return World(victim=victim, attacker=attacker, secrets=secrets, users=users, conversations=conversations,
@@ -385,6 +385,11 @@ async def test_scope_widening_attempts_never_reach_the_victim(stack: Running, wo
                                                               attacker_nc: Client) -> None:
     """The victim's user and conversation ids (which the attacker shares), its entry ids (fetched with the victim's
     own client), its tenant in the payload (forbidden, however spelled): the attacker only ever sees its own."""
+    # An attacker of this test's own, with the same ids: the module's attacker may have forgotten its memory already
+    # (the hostile forget payloads name the shared user and conversation ids), and the checks need real replies.
+    attacker = unique("attacker")
+    await store_conversations(stack, attacker, world.users, world.conversations, ATTACKER_LINES)
+    world = replace(world, attacker=attacker)
     tally = Tally()
     answered_with_entries = 0
     for kind, payload in widening(world):

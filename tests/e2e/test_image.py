@@ -1,10 +1,11 @@
 """The Docker image, built from the real Dockerfile with no registry and no network, run as production runs it."""
+import contextlib
 import subprocess
-import time
 
 import pytest
 
-from tests.e2e import image
+from tests.support import image
+from tests.support.polling import eventually
 
 HEALTH_WAIT_S = 300  # the HEALTHCHECK's start period (60 s) and three failed checks fit well inside
 
@@ -20,24 +21,24 @@ def _health() -> str:
     return found.stdout.strip()
 
 
-def _wait_for_health() -> str:
-    """Poll until the health check settles (healthy or unhealthy) or the container stops."""
-    deadline = time.monotonic() + HEALTH_WAIT_S
-    state = _health()
-    while state == "running starting" and time.monotonic() < deadline:
-        time.sleep(1)  # polling docker inspect; the HEALTHCHECK's interval sets the pace
-        state = _health()
-    return state
+async def _wait_for_health() -> str:
+    """Poll until the health check settles (healthy or unhealthy) or the container stops; the state then, or
+    still "running starting" after HEALTH_WAIT_S."""
+    with contextlib.suppress(AssertionError):  # the test fails on the state, with the container's log
+        # polling docker inspect once a second; the HEALTHCHECK's interval sets the pace
+        return await eventually(_health, lambda state: state != "running starting", timeout_s=HEALTH_WAIT_S,
+                                interval_s=1)
+    return _health()
 
 
 @pytest.mark.timeout(1800)  # run alone on a new machine, the wait for the build (debootstrap included) is here
-def test_the_image_runs_engram_read_only_as_its_user_healthy_and_answering_the_demo(
+async def test_the_image_runs_engram_read_only_as_its_user_healthy_and_answering_the_demo(
         image_build: image.Background) -> None:
     """The image built from the real Dockerfile (Debian base by debootstrap, wheels from the host, no network in the
     build) runs `engram up` as its numeric non-root user, on a read-only root filesystem with only a tmpfs at /data
     and no network: its own HEALTHCHECK turns healthy, and `engram demo` run inside the container is answered by that
     running engram (it does not fall back to a stack of its own), then the container stops cleanly."""
-    state = _wait_for_health()
+    state = await _wait_for_health()
     if state != "running healthy":
         logs = _docker("logs", "--tail", "60", image.CONTAINER)
         pytest.fail(f"container {state!r}; its log:\n{logs.stdout}{logs.stderr}")

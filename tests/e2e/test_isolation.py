@@ -1,5 +1,4 @@
 """Tenant isolation: with two tenants holding similar content, nothing crosses between them."""
-import asyncio
 import json
 
 import nats
@@ -8,14 +7,17 @@ import pytest
 from engram_client import MemoryClient, subjects
 from engram_client.errors import Forbidden, NotFound
 from services.stack import Running
-from tests.conftest import conversation, make_turn, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 LINES = [("Ana", "I moved to Lisbon last spring."), ("Bo", "Which neighbourhood?"),
          ("Ana", "Alfama, near the castle."), ("Bo", "Lovely, I visited it once.")]
 
 
 async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> None:
+    """Two tenants with the same conversation and turn ids get distinct entry ids, and neither's recall, listing,
+    get, history, working memory or events shows the other's content."""
     a, b = unique("acme"), unique("globex")
     nc = await nats.connect(stack.nats_url)
     seen: dict[str, list[str]] = {a: [], b: []}
@@ -46,18 +48,20 @@ async def test_recall_entries_and_events_never_cross_tenants(stack: Running) -> 
         # Working memory is per tenant too.
         wm = await ca.recall("castle", conversation_id="shared-conv", include_working_memory=True)
         assert all("Porto" not in t.text and "Ribeira" not in t.text for t in wm.working_memory)
-        await eventually(lambda: asyncio.sleep(0, result=seen), lambda s: bool(s[a]) and bool(s[b]))
+        await eventually(lambda: seen, lambda s: bool(s[a]) and bool(s[b]))
     assert set(seen[a]) == {a} and set(seen[b]) == {b}
     await nc.close()
 
 
 async def test_a_payload_naming_another_tenant_is_refused(stack: Running, client: MemoryClient) -> None:
+    """A recall naming another tenant raises Forbidden, a turn naming one is dead-lettered as forbidden, and neither
+    tenant gets an entry from it."""
     with pytest.raises(Forbidden, match="someone-else"):
         await client.recall("anything", tenant_id="someone-else")
     turn = make_turn("secret plans", conversation_id="x1").model_copy(update={"tenant_id": "someone-else"})
     await client.publish_turn(turn)
     await client.flush("x1")
-    from tests.e2e.helpers import dead_letters
+    from tests.support.dead_letters import dead_letters
 
     [letter] = await dead_letters(stack.nats_url, client.tenant)
     assert (letter.headers or {})["Engram-Error-Code"] == "forbidden"

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import MAX_TEXT_CHARS, Turn
 from services.stack import Running
-from tests.e2e.helpers import dead_letter_count
+from tests.support.dead_letters import dead_letter_count
 
 PHRASES = ["我昨天在杭州的西湖边散步，", "看到很多人在划船，", "后来去了一家茶馆喝龙井茶，", "老板说这是今年的新茶。",
            "下周五我还要去上海开会，", "会议讨论机器学习在医疗中的应用。"]
@@ -20,6 +20,8 @@ def longest_turn(i: int) -> Turn:
 
 async def test_thirty_maximal_chinese_turns_in_one_conversation_are_all_stored(stack: Running,
                                                                                client: MemoryClient) -> None:
+    """Thirty turns of the maximal length in Chinese are all stored without a dead letter, recall answers under 1
+    MiB, and paging lists all eight episodes once."""
     turns = [longest_turn(i) for i in range(30)]
     assert all(len(t.text) == MAX_TEXT_CHARS for t in turns)
     await client.publish_turns(turns)

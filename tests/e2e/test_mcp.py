@@ -10,9 +10,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from engram_client import MemoryClient
 from services.stack import Running
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import store_all
+from tests.support.ids import unique
+from tests.support.memory import store_all
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 TOOLS = {"recall", "remember", "list_entries", "forget"}
 

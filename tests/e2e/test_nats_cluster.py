@@ -12,9 +12,12 @@ from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import Turn
 from engram_client.errors import EngramError, Timeout, Unavailable
 from services.stack import running
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
-from tests.e2e.helpers import start_cluster, stored_turn_ids
+from tests.support.cluster import start_cluster
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 CONVERSATIONS, TURNS_EACH, KILL_AFTER = 3, 24, 24
 GIVE_UP_S = 120.0  # a publish still failing this long after the kill fails the test (the cluster never recovered)

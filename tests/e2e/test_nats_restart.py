@@ -13,9 +13,10 @@ from services.stack import running
 from shared.messaging import nats_server, streams
 from shared.messaging.nats_server import EmbeddedNats
 from shared.settings import Settings
-from tests.conftest import conversation, make_turn, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 OUTAGE_S = 8.0  # longer than the client used to keep trying (10 attempts half a second apart)
 
@@ -40,6 +41,8 @@ async def _succeeds(call: Awaitable[object]) -> bool:
 
 
 async def test_the_client_outlives_a_nats_outage(tmp_path: Path) -> None:
+    """A client whose NATS server is down for 8 s publishes again once the server is back on the same port, without
+    reconnecting by hand."""
     server = nats_server.start(tmp_path / "nats")
     setup = await connection.connect(server.url, "setup")
     await streams.ensure(setup.jetstream(), "mem")  # what an ingestor does when it starts
@@ -51,6 +54,8 @@ async def test_the_client_outlives_a_nats_outage(tmp_path: Path) -> None:
         await asyncio.sleep(OUTAGE_S)  # the outage itself is what is being tested
         server = restart(server)
         await publish_until_accepted(client, make_turn("after the outage", conversation_id="o1"))
+        # Both turns are in the stream, each once, sent by the same client object that lived through the outage.
+        assert await stored_turns(server, client.tenant) == 2
     finally:
         await client.close()
         server.stop()
@@ -109,7 +114,7 @@ async def test_the_clients_buffer_is_bounded_and_a_refused_publish_is_not_half_s
         await client.publish_turn(make_turn("acknowledged", conversation_id="b1"))
         server.kill()
         # Once the client knows the server is gone, what it sends is buffered (or refused) rather than written.
-        await eventually(lambda: asyncio.sleep(0, client._nc.is_reconnecting), timeout_s=10, interval_s=0.05)
+        await eventually(lambda: client._nc.is_reconnecting, timeout_s=10, interval_s=0.05)
         with pytest.raises(Unavailable, match="OutboundBufferLimitError"):
             await client.publish_turn(make_turn("x" * 5000, conversation_id="b1"))
         server = restart(server)
@@ -128,7 +133,7 @@ async def test_a_client_closes_without_error_while_nats_is_away(tmp_path: Path) 
     server = nats_server.start(tmp_path / "nats")
     client = await MemoryClient.connect(server.url, unique("t"), timeout_s=1)
     server.kill()
-    await eventually(lambda: asyncio.sleep(0, client._nc.is_reconnecting), timeout_s=10, interval_s=0.05)
+    await eventually(lambda: client._nc.is_reconnecting, timeout_s=10, interval_s=0.05)
     with pytest.raises(Unavailable):
         await client.publish_turn(make_turn("buffered, never acknowledged", conversation_id="z1"))
     await client.close()
@@ -136,6 +141,8 @@ async def test_a_client_closes_without_error_while_nats_is_away(tmp_path: Path) 
 
 
 async def test_a_nats_restart_during_ingest_loses_nothing_and_doubles_nothing(tmp_path: Path) -> None:
+    """A NATS restart halfway through publishing, with windows open and in flight, ends with every turn stored
+    exactly once."""
     tenant = unique("t")
     server = nats_server.start(tmp_path / "nats")
     settings = Settings(data_dir=tmp_path / "data", http_port=0, sweep_interval_s=0.2, seal_grace_s=1.0,

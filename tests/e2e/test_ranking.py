@@ -2,7 +2,7 @@
 question must bring its own conversation first."""
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running
-from tests.conftest import conversation
+from tests.support.turns import conversation
 
 FACTS = [
     ("I started learning the cello last month with a teacher called Marta.",
@@ -51,6 +51,8 @@ FACTS = [
 
 async def test_each_question_brings_its_own_conversation_first_among_forty(stack: Running,
                                                                            client: MemoryClient) -> None:
+    """Among forty stored conversations of one user, each question ranks its own conversation first in a recall of
+    five."""
     turns = []
     for i, (fact, _) in enumerate(FACTS):
         turns += conversation([("Sam", fact), ("Coach", "Thanks for telling me.")], conversation_id=f"fact-{i}",

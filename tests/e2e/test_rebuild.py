@@ -15,9 +15,11 @@ from engram_client.errors import InvalidRequest
 from services.stack import running
 from shared.messaging import nats_server
 from shared.settings import Settings
-from shared.store import EntryFilter, Scope, Store, all_entries
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
+from shared.store import EntryFilter, Scope, Store, all_entries, builds
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 
 async def _episodes(store: Store, tenant: str) -> list[list[str]]:
@@ -46,6 +48,8 @@ async def _recall_until(client: MemoryClient, done: asyncio.Event, replies: list
 
 
 async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tmp_path: Path) -> None:
+    """A rebuild with a new window size re-derives every tenant's episodes from the retained turns while recall keeps
+    answering, refuses an existing build name, leaves out forgotten users, and survives a restart."""
     settings: Settings = fast_settings(tmp_path).model_copy(update={"window_turns": 2, "idle_timeout_s": 60.0})
     tenant, other = unique("rb"), unique("rb")
     gardening, cooking = _chat("garden", "gardening", 8), _chat("kitchen", "cooking", 8)
@@ -176,7 +180,11 @@ async def test_a_rebuild_under_traffic_loses_and_repeats_no_turn_and_forgets_rea
 
             talking = asyncio.create_task(keep_talking())
             rebuilding = asyncio.create_task(client.rebuild("v2", window_turns=3, timeout_s=120))
-            await asyncio.sleep(0.3)
+            # The rebuild listens for forgets before it opens its build's folder: once the folder is there, a forget
+            # answered now lands during the rebuild, and must reach the new build too.
+            await eventually(lambda: (builds.edge_builds(settings) / "v2").exists() or rebuilding.done(),
+                             timeout_s=60, interval_s=0.02)
+            assert not rebuilding.done(), rebuilding
             receipt = await client.forget(user_id="zoe")
             report = await rebuilding
             await talking

@@ -14,8 +14,9 @@ from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
 from shared.settings import Settings
 from shared.store import Scope
-from tests.conftest import conversation, unique
-from tests.e2e.helpers import stored_turn_ids
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.turns import conversation
 
 
 @pytest.fixture
@@ -34,6 +35,8 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str,
                                                                     spans: InMemorySpanExporter) -> None:
+    """Two ingestors and two retrievers, each on its own connection, all take a share of the turns and recalls, and
+    every turn is stored exactly once."""
     tenant = unique("t")
     settings = e2e_settings.model_copy(update={"fetch_batch": 4})  # small batches spread work across replicas
     turns = [t for c in range(12) for t in conversation(

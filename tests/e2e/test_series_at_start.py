@@ -8,8 +8,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from shared.messaging.nats_server import free_port
-from tests.e2e.conftest import eventually
-from tests.unit.test_deploy_monitoring import used_metric_names
+from tests.support.monitoring import used_metric_names
+from tests.support.polling import eventually
 
 SERVICES = ("ingestor", "retriever", "consolidator")
 

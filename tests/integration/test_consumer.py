@@ -13,9 +13,10 @@ from engram_client import connection
 from engram_client.errors import InvalidRequest, Unavailable
 from shared.messaging import deadletter, nats_server, streams
 from shared.messaging.consumer import PullConsumer
-from tests.conftest import make_turn, unique
-from tests.e2e.conftest import eventually
-from tests.e2e.helpers import dead_letters
+from tests.support.dead_letters import dead_letters
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import make_turn
 
 
 @dataclass
@@ -51,6 +52,8 @@ def turn_body(text: str) -> bytes:
 
 
 async def test_a_retryable_failure_is_nakd_then_dead_lettered_after_max_deliver(broker: Broker) -> None:
+    """A message whose handler keeps raising a retryable error is redelivered max_deliver times, then dead-lettered
+    with its code, delivery count and reason."""
     tenant = unique("t")
     deliveries: list[int] = []
 

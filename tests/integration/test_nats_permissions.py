@@ -4,11 +4,9 @@ The server runs the committed file, rendered into a temp copy that changes only 
 on the launcher's command line instead) and the monitoring port, with the users' passwords in its environment.
 Violations are checked on both sides: the client's error callback and the server's own log.
 """
-import asyncio
 import logging
 import re
 import secrets
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +24,9 @@ from engram_client.security import NatsSecurity
 from services.stack import running
 from shared.messaging import nats_server, streams
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 CONF = Path(__file__).parents[2] / "deploy" / "nats" / "nats.conf"
 USERS = ("engram", "acme", "globex", "sys")
@@ -57,8 +56,8 @@ class Nats:
 
     async def logged_violation(self, user: str, subject: str) -> None:
         """Wait until the server logged a violation of `user` on `subject`."""
-        await _until(lambda: any(f'Subject "{subject}"' in line for line in self.violations(user)), 5,
-                     lambda: f"the server logged no violation of {user} on {subject}: {self.violations(user)}")
+        await eventually(lambda: self.violations(user),
+                         lambda lines: any(f'Subject "{subject}"' in line for line in lines), timeout_s=5)
 
 
 def _start(folder: Path) -> Nats:
@@ -97,16 +96,8 @@ class Connection:
     async def violation(self, kind: str, subject: str, timeout_s: float = 5.0) -> None:
         """Wait until the server reported `Permissions Violation for <kind> to "<subject>"` to this client."""
         wanted = f'permissions violation for {kind} to "{subject}"'.lower()  # nats-py lowercases -ERR texts
-        await _until(lambda: any(wanted in e.lower() for e in self.errors), timeout_s,
-                     lambda: f"no {wanted!r}; errors seen: {self.errors}")
-
-
-async def _until(condition: Callable[[], bool], timeout_s: float, explain: Callable[[], str]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(explain())
-        await asyncio.sleep(0.02)
+        await eventually(lambda: self.errors, lambda errors: any(wanted in e.lower() for e in errors),
+                         timeout_s=timeout_s)
 
 
 async def _subscribed(nc: Client) -> None:
@@ -166,6 +157,7 @@ async def _responder(engram: Connection, subject: str, seen: list[Msg]) -> None:
 
 
 async def test_no_one_gets_in_without_a_password(server: Nats) -> None:
+    """The server refuses a connection with no credentials and one with a product's name and a wrong password."""
     with pytest.raises(Unavailable):
         await connection.connect(server.url, "anonymous", first_connect_timeout_s=2)
     with pytest.raises(Unavailable):
@@ -174,6 +166,8 @@ async def test_no_one_gets_in_without_a_password(server: Nats) -> None:
 
 
 async def test_a_product_publishes_its_turns_through_jetstream(acme: Connection, engram: Connection) -> None:
+    """A product may publish its own turns and flushes through JetStream and gets acknowledgements from the turns
+    stream, with no violation."""
     js = acme.nc.jetstream()
     ack = await js.publish("mem.acme.turns", b"{}", headers={"Nats-Msg-Id": unique("acme:c:")}, timeout=5)
     assert ack.stream == "MEM_TURNS"
@@ -184,6 +178,7 @@ async def test_a_product_publishes_its_turns_through_jetstream(acme: Connection,
 
 async def test_a_product_requests_and_gets_engrams_answer_on_its_own_inbox(acme: Connection,
                                                                            engram: Connection) -> None:
+    """A product's request to its own recall subject is answered by engram on the product's own inbox prefix."""
     seen: list[Msg] = []
     await _responder(engram, "mem.acme.recall", seen)
     reply = await acme.nc.request("mem.acme.recall", b"q1", timeout=5)
@@ -194,6 +189,8 @@ async def test_a_product_requests_and_gets_engrams_answer_on_its_own_inbox(acme:
 
 async def test_a_product_cannot_publish_into_another_tenant(server: Nats, acme: Connection,
                                                             engram: Connection) -> None:
+    """A product's publishes and requests to another tenant, and forged events in its own tenant, are refused by the
+    server, and none reaches a subscriber or the stream."""
     received: list[str] = []
 
     async def record(msg: Msg) -> None:
@@ -214,7 +211,7 @@ async def test_a_product_cannot_publish_into_another_tenant(server: Nats, acme: 
     await acme.violation("publish", "mem.acme.events.entry_created")
     # One publisher's messages reach a subscriber in order: once this marker is in, anything before it would be.
     await acme.nc.publish("mem.acme.probe", b"marker")
-    await _until(lambda: "mem.acme.probe" in received, 5, lambda: f"marker not received: {received}")
+    await eventually(lambda: received, lambda r: "mem.acme.probe" in r, timeout_s=5)
     await tap.nc.close()
     assert received == ["mem.acme.probe"]
     info = await engram.nc.jetstream().stream_info("MEM_TURNS", subjects_filter="mem.globex.>")
@@ -225,6 +222,8 @@ async def test_a_product_cannot_publish_into_another_tenant(server: Nats, acme: 
 @pytest.mark.parametrize("subject", DENIED_TO_ACME)
 async def test_a_product_cannot_subscribe_outside_its_tenant_and_inbox(server: Nats, acme: Connection,
                                                                        subject: str) -> None:
+    """Each subscription outside the product's own tenant and inbox (other tenants, the shared inbox, the JetStream
+    API, all dead letters) is refused and logged as a violation."""
     await acme.nc.subscribe(subject)
     await acme.violation("subscription", subject)
     await server.logged_violation("acme", subject)
@@ -251,13 +250,14 @@ async def test_another_products_replies_and_traffic_never_reach_a_product(acme: 
     assert (await globex.nc.request("mem.globex.recall", b"secret", timeout=5)).data == b"answer:secret"
     await engram.nc.publish("mem.globex.events.entry_created", b"{}")
     await engram.nc.publish("mem.acme.events.entry_created", b"{}")  # ordered after the globex event
-    await _until(lambda: bool(own), 5, lambda: "acme's own event never arrived")
+    await eventually(lambda: own, timeout_s=5)  # acme's own event
     await acme.nc.flush()  # the server queued globex's reply to acme before this PONG, were acme subscribed
     assert leaked == []
     assert globex.errors == []
 
 
 async def test_a_product_follows_its_events_and_dead_letters(acme: Connection, engram: Connection) -> None:
+    """A product may subscribe to its own events and dead letters and receives both, with no violation."""
     got: list[str] = []
 
     async def record(msg: Msg) -> None:
@@ -268,7 +268,7 @@ async def test_a_product_follows_its_events_and_dead_letters(acme: Connection, e
     await _subscribed(acme.nc)
     await engram.nc.publish("mem.acme.events.entry_created", b"{}")
     await engram.nc.jetstream().publish("mem.dlq.acme.ingestor", b"{}", timeout=5)
-    await _until(lambda: len(got) == 2, 5, lambda: f"received {got}")
+    await eventually(lambda: got, lambda g: len(g) == 2, timeout_s=5)
     assert got == ["mem.acme.events.entry_created", "mem.dlq.acme.ingestor"]
     assert acme.errors == []
 
@@ -280,8 +280,9 @@ async def test_a_product_on_the_shared_inbox_prefix_gets_no_replies(server: Nats
         await _responder(engram, "mem.acme.entries", [])
         with pytest.raises(NatsTimeout):
             await product.nc.request("mem.acme.entries", b"q", timeout=1)
-        await _until(lambda: any("subscription" in e.lower() and '"_inbox.' in e.lower() for e in product.errors),
-                     5, lambda: f"no subscription violation: {product.errors}")
+        await eventually(lambda: product.errors,
+                         lambda errors: any("subscription" in e.lower() and '"_inbox.' in e.lower() for e in errors),
+                         timeout_s=5)
     finally:
         await product.nc.close()
 
@@ -308,6 +309,8 @@ async def _collect(conn: Connection, subject: str) -> list[Msg]:
 
 async def test_engram_serves_every_tenant_and_keeps_them_apart(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Under deploy/'s permissions, engram's own user ingests, recalls, consolidates, forgets and dead-letters for
+    two tenants without a violation, and neither tenant sees the other's memories, events or replies."""
     caplog.set_level(logging.WARNING)
     own = _start(tmp_path / "nats")
     try:
@@ -323,9 +326,9 @@ async def test_engram_serves_every_tenant_and_keeps_them_apart(tmp_path: Path,
         own.server.stop()
 
 
-def _received(messages: list[Msg], subject: str) -> Callable[[], bool]:
-    """Whether a message on `subject` is among `messages` (checked each time it is called)."""
-    return lambda: any(m.subject == subject for m in messages)
+def _received(subject: str) -> Callable[[list[Msg]], bool]:
+    """Whether a message on `subject` is among the messages it is given."""
+    return lambda messages: any(m.subject == subject for m in messages)
 
 
 async def _recalled(client: MemoryClient, name: str) -> RecallResponse:
@@ -372,10 +375,10 @@ async def _serve_both(own: Nats) -> None:
         assert any("Sheldon" in e.text for e in (await clients["globex"].recall(QUESTION, k=10)).entries)
         # A malformed turn is dead-lettered where only its tenant's product reads it.
         await raw["acme"].nc.jetstream().publish("mem.acme.turns", b"not json", timeout=5)
-        await _until(lambda: bool(dead["acme"]), 30, lambda: "acme's dead letter never arrived")
+        await eventually(lambda: dead["acme"], timeout_s=30)  # acme's dead letter
         assert [m.subject for m in dead["acme"]] == ["mem.dlq.acme.ingestor"] and dead["globex"] == []
         for tenant, seen in events.items():
-            await _until(_received(seen, f"mem.{tenant}.events.entry_created"), 10, lambda: f"no event: {events}")
+            await eventually(lambda seen=seen: seen, _received(f"mem.{tenant}.events.entry_created"), timeout_s=10)
             assert all(m.subject.startswith(f"mem.{tenant}.events.") for m in seen)
             await raw[tenant].nc.flush()  # anything routed to a refused subscription would have arrived before this
             assert all(got == [] for got in leaked[tenant]), f"{tenant} received another's traffic"

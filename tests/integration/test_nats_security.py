@@ -18,8 +18,8 @@ from services.stack import running
 from shared.messaging import nats_server
 from shared.messaging.security import nats_security
 from shared.settings import Settings
-from tests.conftest import unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
 
 TOKEN = "s3cret-token-" + "x" * 12
 
@@ -60,6 +60,8 @@ def token_server(tmp_path: Path) -> Iterator[nats_server.EmbeddedNats]:
 async def test_the_stack_serves_with_a_token_and_never_shows_it(token_server: nats_server.EmbeddedNats,
                                                                 tmp_path: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """With a NATS token the stack becomes healthy and answers a client that reads ENGRAM_NATS_TOKEN, and the token
+    never appears in reprs, metrics or logs."""
     caplog.set_level(logging.DEBUG)
     settings = Settings(data_dir=tmp_path / "data", http_port=0, nats_token=SecretStr(TOKEN))
     assert TOKEN not in repr(settings) and TOKEN not in repr(nats_security(settings))
@@ -80,12 +82,15 @@ async def test_the_stack_serves_with_a_token_and_never_shows_it(token_server: na
 
 
 async def test_a_wrong_token_is_refused_clearly(token_server: nats_server.EmbeddedNats) -> None:
+    """Connecting with the wrong token fails as Unavailable saying it cannot connect to NATS."""
     with pytest.raises(Unavailable, match="cannot connect to NATS"):
         await connection.connect(token_server.url, "intruder", first_connect_timeout_s=2,
                                  security=nats_security(Settings(nats_token=SecretStr("wrong"))))
 
 
 async def test_the_stack_serves_over_tls_trusting_a_private_ca(certificates: Path, tmp_path: Path) -> None:
+    """A TLS server signed by a private CA is refused without that CA and served, healthy, once
+    ENGRAM_NATS_TLS_CA_FILE names it."""
     server = _server(tmp_path, f'tls {{\n  cert_file: "{certificates / "server.pem"}"\n'
                                f'  key_file: "{certificates / "server.key"}"\n}}\n')
     try:

@@ -9,6 +9,7 @@ from shared.messaging import nats_server
 
 
 async def test_starts_with_jetstream_and_stops(tmp_path: Path) -> None:
+    """The embedded server takes JetStream publishes, stores them in the given folder, and exits with code 0 on stop."""
     server = nats_server.start(tmp_path / "nats")
     try:
         client = await nats.connect(server.url)
@@ -24,6 +25,7 @@ async def test_starts_with_jetstream_and_stops(tmp_path: Path) -> None:
 
 
 async def test_jetstream_data_survives_a_restart(tmp_path: Path) -> None:
+    """A stream and its message are still there after the server is stopped and started again on the same folder."""
     server = nats_server.start(tmp_path / "nats")
     client = await nats.connect(server.url)
     await client.jetstream().add_stream(name="KEEP", subjects=["keep.>"])
@@ -41,6 +43,7 @@ async def test_jetstream_data_survives_a_restart(tmp_path: Path) -> None:
 
 
 def test_a_busy_port_is_refused_with_a_fix(tmp_path: Path) -> None:
+    """Starting a server on a port already in use fails with a config error suggesting ENGRAM_NATS_PORT=0."""
     server = nats_server.start(tmp_path / "a")
     try:
         with pytest.raises(ConfigError, match="ENGRAM_NATS_PORT=0"):

@@ -16,6 +16,8 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 async def test_batches_orders_and_normalises(fake: FakeOpenAI) -> None:
+    """Passages are sent in batches of embed_batch_size with the configured model and dimensions, and come back in
+    input order as unit vectors."""
     settings = Settings(embedder="openai", openai_base_url=fake.url, openai_api_key="k", embedding_dimensions=16,
                         embed_batch_size=3, embedding_model="emb-small")
     embedder = open_embedder(settings)
@@ -33,6 +35,7 @@ async def test_batches_orders_and_normalises(fake: FakeOpenAI) -> None:
 
 
 async def test_server_errors_become_unavailable(fake: FakeOpenAI) -> None:
+    """A 503 from the embeddings endpoint raises Unavailable naming the status."""
     fake.fail_with = 503
     settings = Settings(embedder="openai", openai_base_url=fake.url, openai_api_key="k", embedding_dimensions=8)
     embedder = open_embedder(settings)
@@ -42,6 +45,7 @@ async def test_server_errors_become_unavailable(fake: FakeOpenAI) -> None:
 
 
 async def test_wrong_dimensions_are_refused(fake: FakeOpenAI) -> None:
+    """Vectors of a size other than the configured one are refused as Unavailable naming the size received."""
     from openai import AsyncOpenAI
 
     embedder = OpenAIEmbedder(AsyncOpenAI(base_url=fake.url, api_key="k"), "m", dim=8)

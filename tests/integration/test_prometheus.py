@@ -17,9 +17,10 @@ from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running, running
 from shared.messaging.nats_server import free_port
 from shared.settings import Settings
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually
-from tests.unit.test_deploy_monitoring import EXPECTED_ALERTS, RULES, used_metric_names
+from tests.support.ids import unique
+from tests.support.monitoring import EXPECTED_ALERTS, RULES, used_metric_names
+from tests.support.polling import eventually
+from tests.support.turns import conversation
 
 # What the traffic below must leave non-zero in /metrics (sample name, labels that must match).
 DRIVEN: list[tuple[str, dict[str, str]]] = [
@@ -141,6 +142,8 @@ def value(result: list[dict[str, Any]]) -> float | None:
 
 async def test_prometheus_scrapes_the_stack_and_evaluates_the_deploy_rules(stack: Running,
                                                                           prometheus: Prometheus) -> None:
+    """Every metric deploy/ reads is exported, traffic moves the main counters by exactly its amount in Prometheus,
+    the p99 recording rule evaluates, and every alert loads healthy."""
     base = f"http://127.0.0.1:{stack.http_port}"
     async with await MemoryClient.connect(stack.nats_url, unique("tenant")) as client, httpx.AsyncClient() as http:
         before = (await http.get(f"{base}/metrics")).text  # counters are per process: earlier tests count too

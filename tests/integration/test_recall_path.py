@@ -6,8 +6,9 @@ from engram_client.contract import RecallFilters, RecallRequest
 from shared.ingest import windows
 from shared.ingest.writer import memorize
 from shared.retrieval import recall
-from tests.conftest import conversation, unique
-from tests.integration.conftest import Memory
+from tests.support.ids import unique
+from tests.support.plain import Memory
+from tests.support.turns import conversation
 
 CHAT = [
     ("Ana", "I moved to Lisbon in May, the light there is unbelievable."),
@@ -28,6 +29,8 @@ async def store_chat(memory: Memory, tenant: str, lines: list[tuple[str, str]] =
 
 
 async def test_stored_windows_are_recalled_by_meaning(memory: Memory) -> None:
+    """Stored windows come back first for questions that share their meaning, with a context block, its token count
+    and search timings."""
     tenant = unique("t")
     await store_chat(memory, tenant)
     reply = await recall(memory.retrieval, tenant, RecallRequest(query="Where does Ana live now?", k=3))
@@ -39,6 +42,7 @@ async def test_stored_windows_are_recalled_by_meaning(memory: Memory) -> None:
 
 
 async def test_recall_never_crosses_tenants(memory: Memory) -> None:
+    """A recall returns only the asking tenant's entries, even when another tenant's entries match the query better."""
     mine, theirs = unique("t"), unique("t")
     await store_chat(memory, theirs)
     await store_chat(memory, mine, [("Ana", "I adopted a cat named Pixel."), ("Bo", "Cute!")])
@@ -47,6 +51,7 @@ async def test_recall_never_crosses_tenants(memory: Memory) -> None:
 
 
 async def test_user_and_conversation_scope(memory: Memory) -> None:
+    """A user_id or conversation_id on the request limits recall to that user's or that conversation's entries."""
     tenant = unique("t")
     await store_chat(memory, tenant, conversation_id="c1", user_id="u1")
     await store_chat(memory, tenant, [("Cy", "I live in Lisbon too, near the castle.")], conversation_id="c2",
@@ -58,6 +63,8 @@ async def test_user_and_conversation_scope(memory: Memory) -> None:
 
 
 async def test_relative_dates_are_stored_absolute_and_time_filters_apply(memory: Memory) -> None:
+    """A relative date in a turn is stored with its absolute date beside it, and the since and persons filters drop
+    or keep entries by them."""
     tenant = unique("t")
     await store_chat(memory, tenant)
     reply = await recall(memory.retrieval, tenant, RecallRequest(query="When did Bo start learning the cello?", k=2))
@@ -70,6 +77,8 @@ async def test_relative_dates_are_stored_absolute_and_time_filters_apply(memory:
 
 
 async def test_token_budget_is_respected(memory: Memory) -> None:
+    """Whatever the token budget (15, 60 or 200), the context is not empty and never counts more tokens than the
+    budget."""
     tenant = unique("t")
     await store_chat(memory, tenant)
     for budget in (15, 60, 200):
@@ -79,6 +88,8 @@ async def test_token_budget_is_respected(memory: Memory) -> None:
 
 
 async def test_explain_says_why_each_entry_matched(memory: Memory) -> None:
+    """With explain, the top entry carries its dense and sparse ranks, matched terms, tenant filter and person boost;
+    without it, none."""
     tenant = unique("t")
     await store_chat(memory, tenant)
     reply = await recall(memory.retrieval, tenant,
@@ -95,6 +106,8 @@ async def test_explain_says_why_each_entry_matched(memory: Memory) -> None:
 
 
 async def test_a_person_the_query_names_raises_their_entries_however_it_is_cased(memory: Memory) -> None:
+    """A person the query names, in any casing or possessive form, boosts exactly the entries about that person and
+    puts one first."""
     tenant = unique("t")
     await store_chat(memory, tenant)
     for query in ("what does marta do?", "What does MARTA do?", "Marta's hobby?"):
@@ -105,6 +118,8 @@ async def test_a_person_the_query_names_raises_their_entries_however_it_is_cased
 
 
 async def test_diversity_and_smoothing_reorder_the_boosted_candidates(memory: Memory) -> None:
+    """With MMR diversity and neighbour smoothing on, recall still returns k distinct entries, the person-boosted
+    entry among them."""
     tenant = unique("t")
     await store_chat(memory, tenant, size=1)
     tuned = dataclasses.replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(
@@ -117,6 +132,8 @@ async def test_diversity_and_smoothing_reorder_the_boosted_candidates(memory: Me
 
 
 async def test_deep_mode_without_an_llm_answers_as_fast_and_says_so(memory: Memory) -> None:
+    """Without an LLM, a deep recall returns the fast recall's entries and reports it stopped for no_model after zero
+    rounds."""
     tenant = unique("t")
     await store_chat(memory, tenant, size=1)
     request = RecallRequest(query="what does marta lend?", k=3, explain=True)
@@ -128,6 +145,8 @@ async def test_deep_mode_without_an_llm_answers_as_fast_and_says_so(memory: Memo
 
 
 async def test_chinese_question_finds_its_entry_by_dense_and_by_sparse_search(memory: Memory) -> None:
+    """A Chinese question ranks its entry first by dense search alone and by BM25 alone, and the entry carries its
+    absolute date."""
     tenant = unique("t")
     lines = [
         ("李雷", "我昨天去了北京的一家咖啡馆，拿铁特别好喝。"),

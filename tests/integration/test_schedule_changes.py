@@ -15,7 +15,7 @@ from shared.embedding import Bm25Encoder
 from shared.messaging import nats_server
 from shared.settings import Settings
 from shared.store import EdgeStore, MemoryEntry, Scope, StoredEntry, Vectors, all_entries, entry_id
-from tests.conftest import unique
+from tests.support.ids import unique
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
 INTERVAL_S = 365 * 86_400.0  # one slot for the whole test: a tenant is due only when the test makes it due

@@ -1,8 +1,7 @@
 """One conformance suite, run unchanged against Qdrant Edge and qdrant-client's local mode."""
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -16,7 +15,6 @@ from shared.store import (
     EdgeStore,
     EntryFilter,
     HybridSearch,
-    MemoryEntry,
     Scope,
     SparseVector,
     Store,
@@ -24,19 +22,8 @@ from shared.store import (
     Vectors,
     entry_id,
 )
-from tests.conftest import unique
-
-T0 = datetime(2023, 5, 8, 12, 0, tzinfo=UTC)
-
-
-def item(tenant: str, turns: list[str], *, dense: list[float], terms: list[int], conversation: str = "c1",
-         user: str | None = "u1", days: int = 0, weights: list[float] | None = None, **payload: Any) -> StoredEntry:
-    entry = MemoryEntry(id=entry_id(tenant, conversation, turns), tenant_id=tenant, user_id=user,
-                        conversation_id=conversation, text=payload.pop("text", f"entry {turns}"),
-                        occurred_at=T0 + timedelta(days=days), created_at=T0, updated_at=T0, source_turn_ids=turns,
-                        **payload)
-    return StoredEntry(entry=entry, vectors=Vectors(dense=dense, sparse=SparseVector(
-        indices=terms, values=weights or [1.0] * len(terms))))
+from tests.support.ids import unique
+from tests.support.store import T0, item
 
 
 def query(dense: list[float], terms: list[int]) -> Vectors:
@@ -54,6 +41,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 async def test_upsert_is_idempotent_by_deterministic_id(store: Store) -> None:
+    """An entry's id depends on its source turns, not their order, so writing it again replaces it instead of adding
+    a second one."""
     tenant = unique("t")
     first = item(tenant, ["a", "b"], dense=[1, 0, 0, 0], terms=[1], text="first version")
     again = item(tenant, ["b", "a"], dense=[1, 0, 0, 0], terms=[1], text="second version")
@@ -67,6 +56,8 @@ async def test_upsert_is_idempotent_by_deterministic_id(store: Store) -> None:
 
 
 async def test_no_read_or_write_crosses_tenants(store: Store) -> None:
+    """Under one tenant's scope, no query, get, scroll, count, payload update or delete reads or changes another
+    tenant's entry with the same turns."""
     mine, theirs = unique("t"), unique("t")
     await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1, 2], text="mine"),
                         item(theirs, ["a"], dense=[1, 0, 0, 0], terms=[1, 2], text="theirs")])
@@ -85,6 +76,8 @@ async def test_no_read_or_write_crosses_tenants(store: Store) -> None:
 
 
 async def test_scope_narrows_to_user_and_conversation(store: Store) -> None:
+    """A scope with a user, or a user and a conversation, counts and searches only that user's or that conversation's
+    entries."""
     tenant = unique("t")
     await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c1"),
                         item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c2"),
@@ -97,6 +90,8 @@ async def test_scope_narrows_to_user_and_conversation(store: Store) -> None:
 
 
 async def test_the_same_user_and_conversation_ids_in_two_tenants_stay_apart(store: Store) -> None:
+    """The same user and conversation ids in two tenants are different owners for every scope, and entries come back
+    with the ids as written."""
     mine, theirs = unique("t"), unique("t")
     await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c1", text="mine"),
                         item(theirs, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", conversation="c1",
@@ -111,6 +106,8 @@ async def test_the_same_user_and_conversation_ids_in_two_tenants_stay_apart(stor
 
 
 async def test_bm25_idf_counts_only_the_scope_s_own_entries(store: Store) -> None:
+    """A sparse score depends only on the entries in the query's scope: other tenants or other users leave it
+    unchanged, the tenant's own entries move it."""
     mine, theirs = unique("t"), unique("t")
     await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], user="u1", text="rare word"),
                         item(mine, ["b"], dense=[0, 1, 0, 0], terms=[2], user="u1", text="other word")])
@@ -132,6 +129,8 @@ async def test_bm25_idf_counts_only_the_scope_s_own_entries(store: Store) -> Non
 
 
 async def test_payload_filters(store: Store) -> None:
+    """Entries are filtered by persons (any of), kind, topic, location, a time range, and whether they are
+    superseded, in scroll, query and count alike."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant)
     await store.upsert([
@@ -160,6 +159,8 @@ async def test_payload_filters(store: Store) -> None:
 
 
 async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Store) -> None:
+    """A hybrid query ranks first the entry close by meaning and by words, reports each hit's dense and sparse ranks,
+    and returns vectors only on request."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant)
     await store.upsert([
@@ -188,6 +189,8 @@ async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Sto
 
 
 async def test_boosts_reorder_the_fused_candidates_in_the_store(store: Store) -> None:
+    """Boosts multiply the fused scores of the candidates matching any of their conditions (several boosts add up),
+    never reach entries outside the candidates or the tenant, and reorder what comes back."""
     tenant, other = unique("t"), unique("t")
     scope = Scope(tenant_id=tenant)
     # Fused order without boosts: first, second, third, fourth (dense and sparse agree, with no ties: equal BM25
@@ -224,6 +227,7 @@ async def test_boosts_reorder_the_fused_candidates_in_the_store(store: Store) ->
 
 
 async def test_scroll_pages_cover_everything_once(store: Store) -> None:
+    """Paging through a scroll returns each of the tenant's entries exactly once."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant)
     await store.upsert([item(tenant, [f"t{i}"], dense=[1, i, 0, 0], terms=[i + 1]) for i in range(25)])
@@ -239,6 +243,8 @@ async def test_scroll_pages_cover_everything_once(store: Store) -> None:
 
 
 async def test_delete_by_ids_and_by_filter_and_update_payload(store: Store) -> None:
+    """Payload updates are read back, deletes by id count only entries that existed, deletes by scope remove that
+    conversation's entries, and empty lists do nothing."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant)
     items = [item(tenant, [f"t{i}"], dense=[1, 0, 0, 0], terms=[1], conversation=f"c{i % 2}") for i in range(6)]
@@ -253,6 +259,7 @@ async def test_delete_by_ids_and_by_filter_and_update_payload(store: Store) -> N
 
 
 async def test_there_is_no_query_without_a_tenant(store: Store) -> None:
+    """A store call without a Scope object raises TypeError, and a Scope cannot be built without a non-empty tenant."""
     with pytest.raises(TypeError):
         await store.count(None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -264,6 +271,7 @@ async def test_there_is_no_query_without_a_tenant(store: Store) -> None:
 
 
 async def test_edge_store_keeps_its_data_across_a_restart(tmp_path: Path) -> None:
+    """An entry written to a Qdrant Edge shard is found again after the shard is closed and opened."""
     tenant = unique("t")
     first = EdgeStore.open(tmp_path / "q", 4)
     await first.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], text="remember me")])
@@ -277,6 +285,8 @@ async def test_edge_store_keeps_its_data_across_a_restart(tmp_path: Path) -> Non
 
 
 async def test_a_shard_written_with_the_old_scope_layout_is_refused(tmp_path: Path) -> None:
+    """Opening a shard laid out by an older engram (a plain user_id index) fails with a config error naming the older
+    engram."""
     import qdrant_edge as qe
 
     shard = qe.EdgeShard.create(str(tmp_path / "old"), qe.EdgeConfig(
@@ -290,6 +300,8 @@ async def test_a_shard_written_with_the_old_scope_layout_is_refused(tmp_path: Pa
 
 
 async def test_active_only_hides_superseded_and_merged_away_entries(store: Store) -> None:
+    """The active-only filter hides superseded and merged-away entries from queries and counts, while an unfiltered
+    count still sees them."""
     tenant = unique("t")
     await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], text="current"),
                         item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], text="old", superseded_by="x"),
@@ -303,6 +315,7 @@ async def test_active_only_hides_superseded_and_merged_away_entries(store: Store
 
 
 async def test_facts_are_found_by_slot_key(store: Store) -> None:
+    """A slot_keys filter returns the fact in that slot and not the same subject's other slots."""
     tenant = unique("t")
     await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1], kind="fact", slot_key="ana\x1flives_in"),
                         item(tenant, ["b"], dense=[1, 0, 0, 0], terms=[1], kind="fact", slot_key="ana\x1fdiet")])
@@ -311,6 +324,7 @@ async def test_facts_are_found_by_slot_key(store: Store) -> None:
 
 
 async def test_a_scroll_can_return_dense_vectors(store: Store) -> None:
+    """A scroll returns the stored dense vectors when asked to, and none otherwise."""
     tenant = unique("t")
     await store.upsert([item(tenant, ["a"], dense=[0.6, 0.8, 0, 0], terms=[1])])
     page = await store.scroll(Scope(tenant_id=tenant), with_vectors=True)
@@ -319,6 +333,7 @@ async def test_a_scroll_can_return_dense_vectors(store: Store) -> None:
 
 
 async def test_tenants_lists_every_tenant_with_entries_and_nothing_else(store: Store) -> None:
+    """The tenant listing includes every tenant with entries, each once."""
     first, second = unique("t"), unique("t")
     await store.upsert([item(first, ["a"], dense=[1, 0, 0, 0], terms=[1]),
                         item(first, ["b"], dense=[1, 0, 0, 0], terms=[1]),
@@ -371,6 +386,8 @@ async def test_kind_counts_count_every_tenants_entries_by_kind(store: Store) -> 
 
 
 async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_in_scope(store: Store) -> None:
+    """A batch of hybrid searches answers each search as a single query would, keeps to the tenant's scope, and an
+    empty batch answers empty."""
     mine, theirs = unique("t"), unique("t")
     await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], text="first"),
                         item(mine, ["b"], dense=[0, 1, 0, 0], terms=[2], text="second"),
@@ -387,6 +404,7 @@ async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_
 
 
 async def test_never_recalled_counts_entries_no_recall_has_returned(store: Store) -> None:
+    """The never_recalled filter counts only entries whose access count was never raised by a recall."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant)
     items = [item(tenant, [f"t{i}"], dense=[1, 0, 0, 0], terms=[1]) for i in range(3)]

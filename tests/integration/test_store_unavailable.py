@@ -1,11 +1,7 @@
 """A store that cannot answer is `unavailable` (retried), never a malformed request (dead-lettered): a Qdrant server
 that is down or stops answering, a Qdrant Edge shard that is closed; and a hung engine holds only its own threads."""
 import asyncio
-import contextlib
-import socket
 import threading
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,11 +22,14 @@ from shared.store import (
     builds,
     edge_calls,
 )
+from tests.support.store import silent_server
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 async def test_every_call_to_an_unreachable_server_is_unavailable() -> None:
+    """Every store call to a Qdrant server nobody listens on, opening included, raises Unavailable naming the call
+    that got no answer."""
     client = AsyncQdrantClient(url=f"http://127.0.0.1:{free_port()}", timeout=2, check_compatibility=False)
     store = ClientStore(client, "engram_memory")  # as if opened while the server was up
     entry = MemoryEntry(id="00000000-0000-0000-0000-000000000001", tenant_id="t", conversation_id="c", text="x",
@@ -52,15 +51,6 @@ async def test_every_call_to_an_unreachable_server_is_unavailable() -> None:
         await store.close()
 
 
-@contextlib.contextmanager
-def silent_server() -> Iterator[int]:
-    """A port that accepts connections and never answers (a hung Qdrant server): requests wait for their timeout."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)  # the kernel completes the handshakes; nothing ever reads or replies
-        yield int(sock.getsockname()[1])
-
-
 def _item(entry_id: str = "00000000-0000-0000-0000-000000000001", dense: list[float] | None = None) -> StoredEntry:
     entry = MemoryEntry(id=entry_id, tenant_id="t", conversation_id="c", text="x", occurred_at=NOW, created_at=NOW,
                         updated_at=NOW)
@@ -71,6 +61,8 @@ def _item(entry_id: str = "00000000-0000-0000-0000-000000000001", dense: list[fl
 # qdrant-client's version check, in a thread of its own, cannot reach the server either and says so
 @pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")
 async def test_a_server_that_stops_answering_fails_each_call_within_the_timeout(tmp_path: Path) -> None:
+    """Against a Qdrant server that accepts connections and never answers, each query, upsert and count fails as
+    Unavailable soon after the 1 s timeout."""
     settings = Settings(data_dir=tmp_path, qdrant_url="http://127.0.0.1:1", qdrant_timeout_s=1)
     with silent_server() as port:
         client = builds.server_client(settings.model_copy(update={"qdrant_url": f"http://127.0.0.1:{port}"}))
@@ -79,17 +71,18 @@ async def test_a_server_that_stops_answering_fails_each_call_within_the_timeout(
         try:
             for call in (lambda: store.hybrid_query(scope, _item().vectors, limit=3),
                          lambda: store.upsert([_item()]), lambda: store.count(scope)):
-                started = time.perf_counter()
-                with pytest.raises(Unavailable, match=r"Qdrant did not answer .*Timeout"):
-                    await asyncio.wait_for(call(), 30)  # the guard only turns a hang into a failure
-                elapsed = time.perf_counter() - started
-                print(f"silent Qdrant server: unavailable after {elapsed:.2f} s (timeout 1 s)")
-                assert elapsed < 3.0
+                # The client's own timeout ends the call (the cause is a Timeout, not the guard's TimeoutError);
+                # the guard only turns a hang into a failure.
+                with pytest.raises(Unavailable, match=r"Qdrant did not answer .*Timeout") as refused:
+                    await asyncio.wait_for(call(), 30)
+                assert refused.value.retryable and refused.value.code == "unavailable"
         finally:
             await store.close()
 
 
 async def test_a_closed_edge_store_is_unavailable_until_it_adopts_its_shard_again(tmp_path: Path) -> None:
+    """Every call on a closed Edge store raises Unavailable (closing twice is harmless), and once it adopts its shard
+    again it has its data and takes writes."""
     store = EdgeStore.open(tmp_path / "qdrant", 2)
     scope = Scope(tenant_id="t")
     await store.upsert([_item()])
@@ -111,6 +104,8 @@ async def test_a_closed_edge_store_is_unavailable_until_it_adopts_its_shard_agai
 
 
 async def test_a_shard_closed_under_the_store_is_unavailable_and_a_bug_is_not(tmp_path: Path) -> None:
+    """A wrong vector size surfaces as a plain error rather than an EngramError, while a shard closed under a view
+    makes that view's calls Unavailable."""
     store = EdgeStore.open(tmp_path / "qdrant", 2)
     view = store.view()  # shares the shard: the engine itself reports it closed
     try:
@@ -125,6 +120,8 @@ async def test_a_shard_closed_under_the_store_is_unavailable_and_a_bug_is_not(tm
 
 
 async def test_engine_calls_that_hang_hold_only_the_engines_threads() -> None:
+    """Edge calls that hang fill only the engine's own threads: asyncio's default pool still answers, and a queued
+    call cancelled by its deadline never runs."""
     release = threading.Event()
     ran: list[int] = []
 

@@ -17,8 +17,9 @@ from shared.messaging import nats_server
 from shared.working_memory import WorkingMemory
 from shared.working_memory import buckets as working_memory
 from shared.working_memory import buffer as buffers
-from tests.conftest import make_turn, unique
-from tests.e2e.conftest import eventually
+from tests.support.ids import unique
+from tests.support.polling import eventually
+from tests.support.turns import make_turn
 
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
 CLOSER = CloserPolicy(idle_timeout_s=300, sweep_interval_s=0.1, seal_grace_s=30, max_deliver=5)
@@ -32,6 +33,8 @@ def idle_closer(wm: WorkingMemory) -> WindowCloser:
 
 
 async def test_concurrent_replicas_never_lose_an_append(replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """Two replicas appending turns to one conversation at once do collide, and compare-and-set still puts every turn
+    in exactly one window, in order."""
     a, b = replicas
     tenant = unique("t")
     conflicts = REGISTRY.get_sample_value("engram_kv_conflicts_total") or 0.0
@@ -51,6 +54,7 @@ async def test_concurrent_replicas_never_lose_an_append(replicas: tuple[WorkingM
 
 async def test_a_flush_for_a_conversation_engram_never_saw_stores_nothing(
         replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """A flush for a conversation that never had a turn creates no buffer and no open-index mark."""
     wm, _ = replicas
     tenant = unique("t")
     for i in range(20):
@@ -61,6 +65,8 @@ async def test_a_flush_for_a_conversation_engram_never_saw_stores_nothing(
 
 async def test_a_sweep_reads_only_the_conversations_with_turns_waiting(
         replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """A sweep reads each marked conversation once and unmarks the finished ones; later sweeps read only the
+    conversations with turns waiting and seal them when idle."""
     wm, _ = replicas
     tenant = unique("t")
     now = datetime.now(UTC)
@@ -77,10 +83,10 @@ async def test_a_sweep_reads_only_the_conversations_with_turns_waiting(
     stopping = asyncio.Event()
     following = asyncio.create_task(closer.open.follow(stopping))
     try:
-        await eventually(lambda: asyncio.sleep(0, result=len(closer.open.due_at)), lambda n: n == 63)
+        await eventually(lambda: len(closer.open.due_at), lambda n: n == 63)
         read = await closer.sweep(now + timedelta(minutes=1))  # every mark is due: the finished ones get unmarked
         assert read == 63
-        await eventually(lambda: asyncio.sleep(0, result=set(closer.open.due_at)),
+        await eventually(lambda: set(closer.open.due_at),
                          lambda due: due == {(tenant, f"live-{c}") for c in range(3)})
         assert await closer.sweep(now + timedelta(minutes=2)) == 0  # the open ones are due when they go idle
         assert await closer.sweep(now + timedelta(minutes=6)) == 3
@@ -94,6 +100,8 @@ async def test_a_sweep_reads_only_the_conversations_with_turns_waiting(
 
 async def test_a_mark_is_only_removed_if_nothing_changed_since_it_was_read(
         replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """A conversation's mark is kept when another replica marks it again during the removal, and removed when nothing
+    changed."""
     wm, other = replicas
     tenant = unique("t")
     await wm.index.mark(tenant, "c1", datetime.now(UTC))
@@ -104,11 +112,17 @@ async def test_a_mark_is_only_removed_if_nothing_changed_since_it_was_read(
 
     assert not await wm.index.unmark_if_inactive(tenant, "c1", marked_again_meanwhile)
     assert await wm.index.marked(tenant) != []
-    assert await wm.index.unmark_if_inactive(tenant, "c1", lambda: asyncio.sleep(0, result=None))
+
+    async def untouched() -> buffers.Buffer | None:
+        return None
+
+    assert await wm.index.unmark_if_inactive(tenant, "c1", untouched)
     assert await wm.index.marked(tenant) == []
 
 
 async def test_texts_no_window_needs_are_purged(replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """Once its windows are completed, a conversation keeps only the turn texts that are still referenced (the recent
+    turn)."""
     wm, _ = replicas
     tenant = unique("t")
     policy = WindowPolicy(window_turns=2, recent_turns=1, max_pending_windows=32)
@@ -142,6 +156,7 @@ async def test_nats_trouble_is_a_retryable_error_not_a_bad_message(tmp_path: Pat
 
 
 async def test_listing_conversations_is_exact_every_time(replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
+    """Listing a tenant's 600 conversations returns every one of them on each of 30 tries, never a partial list."""
     # A KV watch may say "all seen" before its first key arrives (17 of 100 listings of 600 keys came back
     # short on this machine); the listing must never return a partial answer.
     wm, _ = replicas

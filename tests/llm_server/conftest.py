@@ -1,9 +1,9 @@
-"""Fixtures of the real-server check: llama-cpp-python's server with SmolLM2-135M-Instruct (see server.py)."""
+"""Fixtures of the real-server check: llama-cpp-python's server with SmolLM2-135M-Instruct (tests/support/llama.py)."""
 from collections.abc import Iterator
 
 import pytest
 
-from tests.llm_server.server import Servers, require_venv
+from tests.support.llama import Servers, require_venv
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,11 @@ from engram_client.contract import Turn
 from services.stack import Running, running
 from shared.llm.schemas import PURPOSES, ResponseFormat
 from shared.messaging import nats_server
-from tests.conftest import conversation, unique
-from tests.e2e.conftest import eventually, fast_settings
-from tests.llm_server.server import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
+from tests.support.ids import unique
+from tests.support.llama import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
+from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
+from tests.support.turns import conversation
 
 ENGLISH = [("Ana", "I moved to Porto last month and I love the river walks."),
            ("Bea", "Nice! Did you find a job there yet?"),
@@ -97,6 +99,8 @@ async def _ingest(client: MemoryClient, turns: list[Turn], conversation_id: str)
 @pytest.mark.parametrize("mode", ["json_object", "json_schema"])
 async def test_every_purpose_reaches_the_real_model_and_none_ends_in_an_error(
         server: LlamaServer, stack: Running, mode: ResponseFormat, capsys: pytest.CaptureFixture[str]) -> None:
+    """In each response format the real server accepts, every LLM purpose gets at least one answer from the model,
+    every call is answered (ok, repaired or invalid) with none in error, and the server survives."""
     before = snapshot()
     start = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
     try:

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from shared.llm.schemas import OUTPUTS, PURPOSES, Purpose, ResponseFormat, response_format
-from tests.llm_server.server import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
+from tests.support.llama import ANY_SCHEMA, MODEL_ALIAS, LlamaServer, Servers, refusal
 
 MESSAGES = [{"role": "system", "content": "Answer with one JSON object."}, {"role": "user", "content": "Hello."}]
 MAX_TOKENS = 8  # the grammar is built before the first token; a few tokens prove the server could sample with it
@@ -23,6 +23,8 @@ def _ask(server: LlamaServer, wire: dict[str, Any] | None) -> httpx.Response:
 @pytest.mark.parametrize("purpose", PURPOSES)
 def test_the_server_builds_a_grammar_from_each_purposes_wire_schema(servers: Servers, purpose: Purpose,
                                                                     mode: ResponseFormat) -> None:
+    """For every purpose and response format the server accepts, a real llama.cpp server answers a request carrying
+    that purpose's wire schema and is still running afterwards."""
     refused = refusal(servers.live(), ANY_SCHEMA[mode])
     if refused is not None:  # llama-cpp-python's server knows only json_object (with a schema) and text
         pytest.skip(f"the server refuses response_format {mode} with any schema: {refused}")

@@ -33,6 +33,8 @@ def fill(buffer: Buffer, ids: list[str], window: int = 4, start_seq: int = 1, re
 
 
 def test_a_window_is_sealed_at_n_turns_in_stream_order() -> None:
+    """Turns stay open until the window size is reached; then the first N seal as one window in sequence order and later
+    turns stay open."""
     buffer = fill(empty(), ["a", "b", "c"])
     assert buffer.open == [1, 2, 3] and not buffer.sealed and buffer.active
     buffer = fill(buffer, ["d", "e"], start_seq=4)
@@ -41,12 +43,15 @@ def test_a_window_is_sealed_at_n_turns_in_stream_order() -> None:
 
 
 def test_the_next_window_quotes_the_last_turn_of_the_previous_one() -> None:
+    """Each sealed window after the first carries the previous window's last turn as its context; the first window has
+    none."""
     buffer = fill(empty(), [f"t{i}" for i in range(8)])
     assert [w.seqs for w in buffer.sealed] == [[1, 2, 3, 4], [5, 6, 7, 8]]
     assert buffer.sealed[0].context is None and buffer.sealed[1].context == 4
 
 
 def test_repeated_turn_ids_are_ignored_even_after_their_window_closed() -> None:
+    """A turn id already seen is not appended again, whether its window is still open or already completed and gone."""
     buffer = complete(fill(empty(), ["a", "b", "c", "d"]), [1, 2, 3, 4])
     assert seen(buffer, "a") and not buffer.active
     again, new = append(buffer, "a", 99, NOW, NOW, window_turns=4, recent_turns=5)
@@ -56,12 +61,16 @@ def test_repeated_turn_ids_are_ignored_even_after_their_window_closed() -> None:
 
 
 def test_seen_ids_are_fixed_size_digests_and_bounded() -> None:
+    """The seen set holds 16-byte digests of at most SEEN_LIMIT turn ids, however long the ids, forgetting the oldest
+    first."""
     buffer = fill(empty(), ["x" * 128 + str(i) for i in range(SEEN_LIMIT + 10)], window=64, recent=0)
     assert len(buffer.seen) == SEEN_LIMIT and {len(d) for d in buffer.seen} == {16}
     assert not seen(buffer, "x" * 128 + "0") and seen(buffer, "x" * 128 + str(SEEN_LIMIT + 9))
 
 
 def test_flush_seals_only_what_was_published_before_it() -> None:
+    """A flush seals only the open turns with sequences up to its own and leaves later ones open; a straggler from
+    before the flush is sealed at once, and flushing an empty buffer seals nothing."""
     buffer = fill(empty(), ["a", "b"], start_seq=10)
     buffer, _ = append(buffer, "late", 20, NOW, NOW, window_turns=4, recent_turns=5)
     flushed = flush(buffer, 15, NOW)
@@ -74,6 +83,8 @@ def test_flush_seals_only_what_was_published_before_it() -> None:
 
 
 def test_idle_conversations_are_sealed_after_the_timeout_only() -> None:
+    """Open turns are sealed as an idle window only once the idle timeout has passed, and an empty buffer is left
+    unchanged."""
     buffer = fill(empty(), ["a"])
     assert seal_idle(buffer, NOW + timedelta(seconds=10), 30) == buffer
     sealed = seal_idle(buffer, NOW + timedelta(seconds=31), 30)
@@ -82,6 +93,8 @@ def test_idle_conversations_are_sealed_after_the_timeout_only() -> None:
 
 
 def test_complete_removes_exactly_that_window_and_recent_turns_are_bounded() -> None:
+    """Completing a window removes exactly the window with those sequences (in any order) and ignores unknown ones,
+    while the recent turns keep only the newest few."""
     buffer = fill(empty(), [f"t{i}" for i in range(8)])
     done = complete(buffer, [4, 3, 2, 1])
     assert [w.seqs for w in done.sealed] == [[5, 6, 7, 8]]
@@ -90,6 +103,8 @@ def test_complete_removes_exactly_that_window_and_recent_turns_are_bounded() -> 
 
 
 def test_referenced_turns_are_those_a_window_recall_or_context_still_needs() -> None:
+    """A buffer references every turn still in a window, in the recent list, or quoted as the next window's context, and
+    drops completed turns nothing else needs."""
     buffer = fill(empty(), [f"t{i}" for i in range(6)], recent=2)
     assert buffer.referenced() == {1, 2, 3, 4, 5, 6}  # sealed 1-4, open 5-6 (recent 5-6, tail 4)
     done = complete(buffer, [1, 2, 3, 4])
@@ -97,6 +112,8 @@ def test_referenced_turns_are_those_a_window_recall_or_context_still_needs() -> 
 
 
 def test_a_sweep_is_due_when_open_turns_go_idle_or_a_sealed_window_outlives_its_grace() -> None:
+    """The next sweep is due at the idle timeout for open turns, at the grace period after a window was sealed, and
+    never for a buffer with nothing pending."""
     buffer = fill(empty(), ["a", "b"])
     assert next_due(buffer, 300, 30) == NOW + timedelta(seconds=300)
     sealed = flush(buffer, 99, NOW + timedelta(seconds=5))
@@ -105,6 +122,8 @@ def test_a_sweep_is_due_when_open_turns_go_idle_or_a_sealed_window_outlives_its_
 
 
 def test_a_buffer_is_bounded_by_the_settings_whatever_the_turns_say() -> None:
+    """The byte bound derived from the settings is small for the defaults, settings whose buffer could outgrow a NATS
+    message are refused naming ENGRAM_MAX_PENDING_WINDOWS, and a buffer of long CJK ids stays within the bound."""
     defaults = max_bytes(window_turns=4, recent_turns=20, max_pending_windows=32)
     assert defaults < 40_000
     check_fits(window_turns=4, recent_turns=20, max_pending_windows=32, max_payload=1024 * 1024)
@@ -118,6 +137,8 @@ def test_a_buffer_is_bounded_by_the_settings_whatever_the_turns_say() -> None:
 
 
 def test_without_takes_turns_out_of_every_window_and_drops_the_empty_ones() -> None:
+    """Removing turns takes them out of the open, sealed and recent lists, drops windows left empty, and clears a
+    context or tail that pointed at a removed turn."""
     when = datetime(2024, 1, 1, tzinfo=UTC)
     b = buffers.Buffer(tenant_id="t", conversation_id="c", open=[7, 8],
                        sealed=[buffers.SealedWindow(seqs=[1, 2], context=None, sealed_at=when, reason="size"),

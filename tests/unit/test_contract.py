@@ -30,12 +30,14 @@ def refused(model: type, payload: dict[str, Any], needle: str) -> None:
 
 
 def test_a_valid_turn_round_trips_through_json() -> None:
+    """A valid turn survives a JSON round trip unchanged, and its message id joins tenant, conversation and turn id."""
     turn = Turn.model_validate(TURN)
     assert Turn.model_validate_json(turn.model_dump_json()) == turn
     assert turn.msg_id("acme") == "acme:c1:t1"
 
 
 def test_turn_is_frozen() -> None:
+    """Assigning to a field of a validated turn raises instead of changing it."""
     turn = Turn.model_validate(TURN)
     with pytest.raises(ValidationError):
         turn.text = "changed"  # type: ignore[misc]
@@ -59,16 +61,20 @@ def test_turn_is_frozen() -> None:
     ({"metadata": {"k": {"nested": 1}}}, "metadata"),
 ])
 def test_turn_refuses(change: dict[str, Any], needle: str) -> None:
+    """Every malformed turn (unsupported schema version, naive or unparseable ts, empty, blank or oversized text, bad
+    ids or role, an extra field, too much or nested metadata) is refused with a message naming the problem."""
     refused(Turn, {**TURN, **change}, needle)
 
 
 def test_turn_requires_its_fields() -> None:
+    """A turn without a speaker is refused, naming the missing field."""
     payload = dict(TURN)
     del payload["speaker"]
     refused(Turn, payload, "speaker")
 
 
 def test_flush_refuses_unknown_fields_and_missing_conversation() -> None:
+    """A flush with an unknown field, or without a conversation id, is refused."""
     refused(Flush, {"conversation_id": "c1", "force": True}, "Extra inputs")
     refused(Flush, {}, "conversation_id")
 
@@ -90,10 +96,14 @@ def test_flush_refuses_unknown_fields_and_missing_conversation() -> None:
     ({"query": "q", "schema_version": 0}, "schema_version 0 is not supported"),
 ])
 def test_recall_request_refuses(payload: dict[str, Any], needle: str) -> None:
+    """A recall request with a blank or oversized query, k or token budget out of range, an unknown mode, inverted or
+    naive time filters, too many persons, an unknown filter, a bad user id or an unsupported schema version is
+    refused, naming the problem."""
     refused(RecallRequest, payload, needle)
 
 
 def test_recall_request_defaults() -> None:
+    """A recall request with only a query defaults to k=10, fast mode, no token budget and no explanation."""
     request = RecallRequest(query="Where does Ana live?")
     assert (request.k, request.mode, request.token_budget, request.explain) == (10, "fast", None, False)
 
@@ -106,6 +116,8 @@ def test_recall_request_defaults() -> None:
     ({"entry_ids": ["e1"]}, "at least 32 characters"),
 ])
 def test_forget_refuses(payload: dict[str, Any], needle: str) -> None:
+    """A forget request must name exactly one of user, conversation or entries, and its entry ids must be 1 to 256
+    full-length ids."""
     refused(Forget, payload, needle)
 
 
@@ -118,19 +130,25 @@ def test_forget_refuses(payload: dict[str, Any], needle: str) -> None:
     ({"limit": 100_000}, "less than or equal to 500"),
 ])
 def test_entries_request_refuses(payload: dict[str, Any], needle: str) -> None:
+    """An entries request is refused when get lacks ids, history names more than one id, an id is no UUID, a cursor is
+    too short, the op is unknown or the limit exceeds 500."""
     refused(EntriesRequest, payload, needle)
 
 
 def test_entry_ids_are_read_in_their_canonical_form() -> None:
+    """Entry ids given in upper case or in braces are normalised to canonical lower-case UUIDs."""
     request = EntriesRequest(op="get", ids=[A_UUID.upper(), "{" + B_UUID + "}"])
     assert request.ids == [A_UUID, B_UUID]
 
 
 def test_consolidate_request_refuses_unknown_jobs() -> None:
+    """A consolidate request naming an unknown job is refused."""
     refused(ConsolidateRequest, {"jobs": ["defragment"]}, "jobs")
 
 
 def test_payload_naming_another_tenant_is_forbidden() -> None:
+    """A payload whose tenant differs from the subject's is forbidden with both named, while a matching or absent
+    payload tenant passes."""
     turn = Turn.model_validate({**TURN, "tenant_id": "globex"})
     with pytest.raises(Forbidden, match="payload tenant 'globex' != subject tenant 'acme'"):
         check_tenant(turn, "acme")
@@ -140,5 +158,7 @@ def test_payload_naming_another_tenant_is_forbidden() -> None:
 
 @pytest.mark.parametrize("tenant", ["", "a" * 65, "acme.corp", "acme*", "ac me", ">", "dlq"])
 def test_subject_tenant_must_be_a_valid_id(tenant: str) -> None:
+    """Empty, overlong, dotted, wildcard, spaced and reserved tenant ids in a subject are refused as invalid
+    requests."""
     with pytest.raises(InvalidRequest, match=r"does not match|reserved"):
         validate_tenant(tenant)

@@ -12,6 +12,7 @@ from shared.store import MemoryEntry, ScoredEntry
 
 MARCH = datetime(2024, 3, 2, 10, 0, tzinfo=UTC)
 CURRENCY = Currency(band=0.5, weight=0.8)
+NO_TENSE_GAIN = Currency(band=0.5, weight=0.8, tense_weight=0.0)  # ENGRAM_RECENCY_TENSE_WEIGHT=0
 
 
 @pytest.mark.parametrize(("query", "lang", "orientation"), [
@@ -88,10 +89,25 @@ def test_an_earlier_state_finds_the_older_evidence_first_and_an_event_keeps_rele
     assert order(hits, "When did Lena move?") == ["graz", "vienna"]
 
 
-def test_the_present_tense_alone_leaves_what_never_changed_to_relevance() -> None:
-    """Without a time word a present-tense question is about how things are: the best match stays first."""
+def test_the_present_tense_alone_puts_newer_evidence_of_close_relevance_first() -> None:
+    """Without a time word a present-tense question may still be about something that changed ("who is her
+    partner?"): newer evidence overtakes older evidence at most the smaller tense gain more relevant, and a
+    time word's larger gain reaches further."""
+    close = [hit("partner ilse", 1.0, 0), hit("back with mateus", 0.7, 180)]
+    assert order(close, "Who is Rosalind's partner?") == ["back with mateus", "partner ilse"]
+    tense_only = Currency(band=0.8, weight=0.8, tense_weight=0.5)
+    far = [hit("partner ilse", 1.0, 0), hit("back with mateus", 0.3, 180)]
+    ranked, _ = rerank(far, read("Who is Rosalind's partner?", "en"), tense_only)
+    assert [h.entry.id for h in ranked] == ["partner ilse", "back with mateus"]
+    ranked, _ = rerank(far, read("Who is Rosalind's partner now?", "en"), tense_only)
+    assert [h.entry.id for h in ranked] == ["back with mateus", "partner ilse"]
+
+
+def test_without_a_tense_gain_the_present_tense_leaves_what_never_changed_to_relevance() -> None:
+    """With ENGRAM_RECENCY_TENSE_WEIGHT=0 a present-tense question without a time word is ordered by relevance."""
     hits = [hit("dog named bruno", 1.0, 0), hit("new flat", 0.8, 180)]
-    assert order(hits, "What is the name of Lena's dog?") == ["dog named bruno", "new flat"]
+    ranked, _ = rerank(hits, read("What is the name of Lena's dog?", "en"), NO_TENSE_GAIN)
+    assert [h.entry.id for h in ranked] == ["dog named bruno", "new flat"]
 
 
 def test_only_the_top_k_trade_places() -> None:
@@ -105,7 +121,7 @@ def test_a_fact_never_stands_above_newer_evidence_in_the_band() -> None:
     a profile (lines of many ages) stands below every episode of the band; even without a time word."""
     hits = [hit("fact vienna", 1.4, 0, kind="fact"), hit("profile", 1.2, 10, kind="profile"),
             hit("graz flat", 1.0, 180), hit("vienna flat", 0.9, 0)]
-    ranked, reasons = rerank(hits, read("Where does Lena live?", "en"), CURRENCY)
+    ranked, reasons = rerank(hits, read("Where does Lena live?", "en"), NO_TENSE_GAIN)
     names = [h.entry.id for h in ranked]
     assert names.index("graz flat") < names.index("fact vienna")
     assert names.index("vienna flat") < names.index("profile")

@@ -22,6 +22,8 @@ def _validation_error() -> ValidationError:
 
 @pytest.mark.parametrize("exc", [Unavailable("store down"), Timeout("kv slow")])
 def test_a_retryable_failure_is_retried_until_max_deliver_then_dead_lettered(exc: EngramError) -> None:
+    """Unavailable and Timeout failures are retried while deliveries are below max_deliver and dead-lettered from then
+    on."""
     assert [settle(exc, deliveries, max_deliver=3) for deliveries in (1, 2, 3, 4)] == [
         Settle.RETRY, Settle.RETRY, Settle.DEAD_LETTER, Settle.DEAD_LETTER]
 
@@ -30,16 +32,21 @@ def test_a_retryable_failure_is_retried_until_max_deliver_then_dead_lettered(exc
                                  EngramError("internal"), RuntimeError("bug"), _validation_error(),
                                  json.JSONDecodeError("x", "{", 0)])
 def test_what_retrying_cannot_fix_is_dead_lettered_at_once(exc: Exception) -> None:
+    """Invalid, forbidden, not-found, internal, unexpected, validation and JSON-decoding failures are dead-lettered on
+    the first delivery."""
     assert settle(exc, 1, max_deliver=5) is Settle.DEAD_LETTER
 
 
 def test_back_pressure_waits_however_many_deliveries_it_takes() -> None:
+    """Busy is a retryable unavailable error, and it is retried however many deliveries it has had, even past
+    max_deliver."""
     busy = Busy("conversation has 32 windows waiting")
     assert busy.code == "unavailable" and busy.retryable
     assert all(settle(busy, deliveries, max_deliver=5) is Settle.RETRY for deliveries in (1, 5, 6, 100, 10_000))
 
 
 def test_retry_delays_grow_and_are_capped() -> None:
+    """Retry delays start at one second, double per delivery, never shrink, and stop growing at MAX_RETRY_DELAY_S."""
     delays = [retry_delay_s(n) for n in (0, 1, 2, 3, 6, 7, 100, 10**9)]
     assert delays[:5] == [1.0, 1.0, 2.0, 4.0, 30.0] and max(delays) == MAX_RETRY_DELAY_S
     assert delays == sorted(delays)

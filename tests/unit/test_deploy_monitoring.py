@@ -1,11 +1,9 @@
 """The monitoring part of deploy/: Prometheus config, recording rules and alerts (checked and unit-tested by the
 real promtool), the generated Grafana dashboard, and that every engram metric they use is one engram declares."""
-import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -13,20 +11,20 @@ from prometheus_client import REGISTRY
 
 import shared.runtime.metrics  # noqa: F401  (registers every engram metric)
 from services import dashboard
+from tests.support.monitoring import (
+    ALERTS_TEST,
+    DASHBOARD,
+    EXPECTED_ALERTS,
+    GRAFANA,
+    PROMETHEUS,
+    RULE_FILES,
+    RULES,
+    metric_names,
+    rules,
+    used_metric_names,
+)
 
-ROOT = Path(__file__).parents[2]
-PROMETHEUS = ROOT / "deploy" / "prometheus"
-RULES = PROMETHEUS / "rules"
-RULE_FILES = sorted(RULES.glob("*.yml"))
-ALERTS_TEST = RULES / "tests" / "engram-alerts.test.yml"
-GRAFANA = ROOT / "deploy" / "grafana"
-DASHBOARD = GRAFANA / "dashboards" / "engram.json"
-EXPECTED_ALERTS = {"EngramRecallLatencyHigh", "EngramConsumerLagGrowing", "EngramDeadLetters",
-                   "EngramConsolidationStale", "EngramLlmFallbackRate", "EngramNotReady"}
 RUNBOOK_ANCHOR = "#alerts-and-what-to-do"
-
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_NAME = re.compile(r"(?<![\w:$])[A-Za-z_:][A-Za-z0-9_:]*")
 # How prometheus_client names the samples of each metric type (labelled metrics have no samples until used).
 _SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",), "histogram": ("_bucket", "_count", "_sum", "_created"),
              "summary": ("", "_count", "_sum", "_created"), "info": ("_info",), "stateset": ("",),
@@ -41,28 +39,6 @@ def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=60, check=False)
 
 
-def metric_names(expr: str) -> set[str]:
-    """The `engram_*` metric names a PromQL expression reads (label values and other strings left out)."""
-    return {name for name in _NAME.findall(_STRING.sub('""', expr)) if name.startswith("engram_")}
-
-
-def rules(path: Path) -> list[dict[str, Any]]:
-    """Every rule of a Prometheus rule file."""
-    return [rule for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
-
-
-def deploy_expressions() -> dict[str, list[str]]:
-    """Every PromQL expression of the rule files and of the committed dashboard, by file name."""
-    found = {path.name: [str(rule["expr"]) for rule in rules(path)] for path in RULE_FILES}
-    found[DASHBOARD.name] = dashboard.expressions(json.loads(DASHBOARD.read_text()))
-    return found
-
-
-def used_metric_names() -> set[str]:
-    """Every `engram_*` sample name deploy/'s rules and dashboard read."""
-    return {name for exprs in deploy_expressions().values() for expr in exprs for name in metric_names(expr)}
-
-
 def declared_samples() -> dict[str, set[str]]:
     """The sample names each declared `engram_*` metric can expose, by metric family."""
     out: dict[str, set[str]] = {}
@@ -74,12 +50,15 @@ def declared_samples() -> dict[str, set[str]]:
 
 
 def test_promtool_accepts_the_config_and_the_rule_files_it_loads() -> None:
+    """promtool accepts prometheus.yml and, through it, finds every rule file in deploy/prometheus/rules."""
     result = promtool("check", "config", PROMETHEUS / "prometheus.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(RULE_FILES)} rule files found" in result.stdout, result.stdout
 
 
 def test_the_config_scrapes_the_three_services_every_15_seconds() -> None:
+    """Prometheus scrapes every 15 seconds, loads rules/*.yml, and its engram job targets exactly the three services on
+    port 9464, each labelled with its service, besides a job for Prometheus itself."""
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["global"]["scrape_interval"] == "15s"
     assert config["rule_files"] == ["rules/*.yml"]
@@ -92,11 +71,13 @@ def test_the_config_scrapes_the_three_services_every_15_seconds() -> None:
 
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_accepts_each_rule_file(path: Path) -> None:
+    """promtool accepts each rule file on its own."""
     result = promtool("check", "rules", path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_alerts_fire_as_their_unit_tests_expect() -> None:
+    """The alert unit tests cover exactly the expected alerts, and promtool passes every one of them."""
     tests = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
     assert {case["alertname"] for test in tests for case in test.get("alert_rule_test", [])} == EXPECTED_ALERTS
     result = promtool("test", "rules", ALERTS_TEST)
@@ -104,6 +85,7 @@ def test_alerts_fire_as_their_unit_tests_expect() -> None:
 
 
 def test_recording_rules_are_named_engram_what_window() -> None:
+    """Recording rule names are unique and follow the engram:<what>:<window> form."""
     names = [rule["record"] for rule in rules(RULES / "engram-recording.yml")]
     assert names and len(names) == len(set(names))
     for name in names:
@@ -111,6 +93,8 @@ def test_recording_rules_are_named_engram_what_window() -> None:
 
 
 def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
+    """The rule files define exactly the expected alerts, each with a warning or critical severity, a summary, a
+    description and a runbook link to the alerts section."""
     alerts = [rule for path in RULE_FILES for rule in rules(path) if "alert" in rule]
     assert {alert["alert"] for alert in alerts} == EXPECTED_ALERTS
     for alert in alerts:
@@ -121,11 +105,14 @@ def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
 
 
 def test_the_committed_dashboard_is_the_generators_output() -> None:
+    """The committed Grafana dashboard JSON is exactly what the dashboard generator renders."""
     assert DASHBOARD.read_text(encoding="utf-8") == dashboard.render(), (
         "deploy/grafana/dashboards/engram.json is stale: run `.venv/bin/python -m services.dashboard`")
 
 
 def test_the_dashboard_has_its_rows_a_datasource_variable_and_no_overlapping_panels() -> None:
+    """The generated dashboard has its five rows, a single datasource variable and unique panel ids; panels stay within
+    the grid without overlapping, and every non-row panel queries through that variable."""
     board = dashboard.dashboard()
     titles = [p["title"] for p in board["panels"] if p["type"] == "row"]
     for row in ("Ingest", "Recall", "Consolidation", "Memory quality", "LLM cost"):
@@ -157,12 +144,16 @@ def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
 
 
 def test_metric_names_are_read_from_promql_not_from_strings() -> None:
+    """The metric-name reader returns the engram_* metrics an expression reads, not label values or recording-rule names
+    that merely look alike."""
     expr = ('sum by (mode) (rate(engram_recall_seconds_bucket{mode="engram_fake"}[$__rate_interval])) / '
             "engram:recall_seconds_p99:5m + on() engram_ready")
     assert metric_names(expr) == {"engram_recall_seconds_bucket", "engram_ready"}
 
 
 def test_every_engram_metric_the_rules_and_dashboard_use_is_declared() -> None:
+    """Every engram_* sample the rules and dashboard read is one that a metric declared in shared/runtime/metrics.py can
+    expose."""
     declared = set().union(*declared_samples().values())
     used = used_metric_names()
     assert {"engram_turns_total", "engram_recall_seconds_bucket", "engram_ready"} <= used
@@ -177,6 +168,8 @@ def test_every_declared_engram_metric_is_on_the_dashboard_or_in_a_rule() -> None
 
 
 def test_grafana_provisions_the_prometheus_datasource_and_the_dashboard_folder() -> None:
+    """Grafana provisions the Prometheus datasource under the uid the dashboard's variable selects, and loads dashboards
+    from the folder compose mounts them into."""
     sources = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text())
     (source,) = sources["datasources"]
     assert (source["type"], source["uid"], source["url"]) == ("prometheus", "prometheus", "http://prometheus:9090")

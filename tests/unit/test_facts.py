@@ -5,7 +5,7 @@ import pytest
 
 from shared.compress import Window
 from shared.compress.facts import RuleFactExtractor, facts_in_turn
-from tests.conftest import make_turn
+from tests.support.turns import make_turn
 
 FRIDAY = datetime(2024, 5, 10, 12, 0, tzinfo=UTC)
 
@@ -88,6 +88,8 @@ def texts(text: str, lang: str = "en") -> list[str]:
     ("I'm moving to Berlin next month.", "plan:berlin", "move to Berlin in June 2024"),
 ])
 def test_english_statements_give_their_fact(text: str, attribute: str, value: str) -> None:
+    """Each plain first-person English statement (home, origin, employer, occupation, studies, pets, partner, family,
+    likes, allergies, diet, birthday, dated plans) yields its slot with the expected normalised value."""
     assert slots(text).get(attribute) == value
 
 
@@ -128,6 +130,8 @@ def test_english_statements_give_their_fact(text: str, attribute: str, value: st
     ("我下个月会去参加婚礼。", "plan:婚礼", "2024年6月去参加婚礼"),
 ])
 def test_chinese_statements_give_their_fact(text: str, attribute: str, value: str) -> None:
+    """Each plain first-person Chinese statement yields its slot with the expected value, with a plan's relative date
+    made absolute."""
     assert slots(text, "zh").get(attribute) == value
 
 
@@ -204,6 +208,8 @@ def test_chinese_statements_give_their_fact(text: str, attribute: str, value: st
     ("If I win, I'm going to Japan next month.", "plan"),
 ])
 def test_english_look_alikes_give_no_fact(text: str, attribute: str) -> None:
+    """English questions, hypotheticals, negations, other people's statements, past states, objects a rule cannot use
+    and plans without a future time give no fact of the attribute they resemble."""
     assert not [a for a in slots(text) if a.split(":")[0] == attribute]
 
 
@@ -249,10 +255,14 @@ def test_english_look_alikes_give_no_fact(text: str, attribute: str) -> None:
     ("我上个月要去日本。", "plan"),
 ])
 def test_chinese_look_alikes_give_no_fact(text: str, attribute: str) -> None:
+    """Chinese questions, wishes, past states, other people's statements, vague places or objects and plans without a
+    future time give no fact of the attribute they resemble."""
     assert not [a for a in slots(text, "zh") if a.split(":")[0] == attribute]
 
 
 def test_a_fact_draft_is_dated_self_contained_and_slotted() -> None:
+    """A fact draft names the speaker and the day it was stated, and carries a slot keyed by subject and attribute, its
+    source turn and time, persons, entities, keywords and the attribute's importance."""
     turn = make_turn("Guess what, I've just moved to Porto!", speaker="Ana", ts=FRIDAY)
     [draft] = facts_in_turn(turn, "en")
     assert draft.kind == "fact"
@@ -268,6 +278,7 @@ def test_a_fact_draft_is_dated_self_contained_and_slotted() -> None:
 
 
 def test_people_in_a_fact_are_persons_and_entities() -> None:
+    """A relative named in a family fact is written into the fact and listed among its persons and entities."""
     [draft] = facts_in_turn(make_turn("My sister Maria is visiting.", speaker="Ana", ts=FRIDAY), "en")
     assert draft.text == "Ana's sister is Maria (stated 10 May 2024)"
     assert draft.persons == ["Ana", "Maria"]
@@ -279,11 +290,13 @@ def test_people_in_a_fact_are_persons_and_entities() -> None:
     ("I'm going to Japan next month.", 0.75),
 ])
 def test_importance_follows_the_attribute(text: str, importance: float) -> None:
+    """A fact's importance depends on its attribute: allergies above plans, and plans above preferences and pets."""
     [draft] = facts_in_turn(make_turn(text, ts=FRIDAY), "en")
     assert draft.importance == importance
 
 
 def test_statements_name_the_speaker_instead_of_pronouns() -> None:
+    """Fact texts replace the speaker's 'I' and 'my' with their name, in negated allergies, dislikes and plans alike."""
     assert texts("I'm not allergic to peanuts anymore.") == ["Ana is not allergic to peanuts (stated 10 May 2024)"]
     assert texts("I don't like sushi.") == ["Ana dislikes sushi (stated 10 May 2024)"]
     assert texts("I'm going to visit my parents next week.") == [
@@ -291,36 +304,44 @@ def test_statements_name_the_speaker_instead_of_pronouns() -> None:
 
 
 def test_chinese_statements_carry_a_chinese_date() -> None:
+    """Chinese facts name the speaker and end with the day they were stated, in Chinese."""
     assert texts("我住在杭州。", "zh") == ["Ana住在杭州（2024年5月10日所述）"]
     assert texts("我养了一只猫叫咪咪。", "zh") == ["Ana养了一只猫，名叫咪咪（2024年5月10日所述）"]
 
 
 def test_one_fact_per_slot_per_turn() -> None:
+    """A turn that states the same preference twice yields one fact for that slot, beside its other facts."""
     drafts = facts_in_turn(make_turn("I love hiking. I really love hiking! I also enjoy painting.", ts=FRIDAY), "en")
     assert sorted(d.slot.attribute for d in drafts if d.slot) == ["preference:hiking", "preference:painting"]
 
 
 def test_objects_keep_their_own_slots() -> None:
+    """Each object of one statement gets its own slot, and an unrelated clause adds none."""
     found = slots("I'm allergic to peanuts and shellfish, so I cook at home.")
     assert found == {"allergy:peanut": "allergic", "allergy:shellfish": "allergic"}
 
 
 @pytest.mark.parametrize("role", ["assistant", "system"])
 def test_only_people_state_facts(role: str) -> None:
+    """Assistant and system turns yield no facts, whatever they say."""
     turn = make_turn("I live in Porto.", ts=FRIDAY).model_copy(update={"role": role})
     assert facts_in_turn(turn, "en") == []
 
 
 def test_other_speakers_state_facts_too() -> None:
+    """A turn with the 'other' role yields facts about its own speaker."""
     turn = make_turn("I live in Porto.", speaker="Bo", ts=FRIDAY).model_copy(update={"role": "other"})
     assert [d.text for d in facts_in_turn(turn, "en")] == ["Bo lives in Porto (stated 10 May 2024)"]
 
 
 def test_a_language_without_rules_gives_nothing() -> None:
+    """A turn in a language that has no rules yields no facts."""
     assert facts_in_turn(make_turn("J'habite à Paris.", ts=FRIDAY), "fr") == []
 
 
 async def test_the_extractor_reads_each_turn_of_the_window_in_its_language() -> None:
+    """The extractor reads each of a window's turns in its own language and yields their facts in order, each with its
+    source turn and none from the context; sync and async give the same drafts."""
     context = make_turn("I live in Rome.", speaker="Ana", ts=FRIDAY)
     turns = [make_turn("我住在杭州，我在腾讯工作。", speaker="小王", ts=FRIDAY),
              make_turn("我对花生过敏。", speaker="小王", ts=FRIDAY)]
@@ -376,3 +397,14 @@ def test_a_change_said_in_passing_is_a_fact_of_its_slot(text: str, lang: str, at
 def test_what_only_looks_like_a_change_is_no_fact(text: str, lang: str) -> None:
     """Suppositions, other people's breakups, questions and time spans after 入职 are not the speaker's facts."""
     assert not {a for a in slots(text, lang) if a in ("partner", "diet", "works_at")}
+
+
+@pytest.mark.parametrize(("text", "attribute", "value"), [
+    ("I just moved to Wrocław last month", "lives_in", "Wrocław"),
+    ("I live in Łódź now", "lives_in", "Łódź"),
+    ("I work at Škoda now", "works_at", "Škoda"),
+    ("my sister Inés is visiting", "family:sister:inés", "Inés"),
+])
+def test_names_keep_their_accented_letters(text: str, attribute: str, value: str) -> None:
+    """A name with letters beyond ASCII is stated whole, never cut at its first accent ("Wroc" for "Wrocław")."""
+    assert slots(text).get(attribute) == value

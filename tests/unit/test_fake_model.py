@@ -86,6 +86,8 @@ def create(fake: FakeOpenAI, body: dict[str, Any], **options: Any) -> Any:
 # ---- the model ----------------------------------------------------------------------------------------------------
 
 def test_english_compress_names_speakers_dates_and_cites_only_the_window() -> None:
+    """English compression replaces pronouns and relative dates with names and absolute dates, reads 'you' as the other
+    speaker, drops greetings, ranks an allergy above a move, and cites only the window's turns, never its context."""
     window = ask("compress", **window_data(ENGLISH, CONTEXT))
     texts = [s.text for s in window.statements]
     moved = next(s for s in window.statements if "Porto" in s.text)
@@ -102,6 +104,8 @@ def test_english_compress_names_speakers_dates_and_cites_only_the_window() -> No
 
 
 def test_compress_keeps_at_most_twelve_statements() -> None:
+    """A window with more to say than twelve statements is compressed to exactly twelve, the last still covering the
+    last turn."""
     turns = [turn(f"t{i}", "Ana", f"I visited museum number {i}. It was nice.") for i in range(10)]
     window = ask("compress", **window_data(turns))
     assert len(window.statements) == 12
@@ -109,6 +113,8 @@ def test_compress_keeps_at_most_twelve_statements() -> None:
 
 
 def test_chinese_compress_answers_in_chinese_with_names_and_dates() -> None:
+    """Chinese compression answers only in Chinese, replaces 我 and relative dates with the speaker's name and an
+    absolute Chinese date, and cites the window's turns."""
     turns = [turn("z1", "小明", "昨天我搬到上海了。我的猫很喜欢新家。"), turn("z2", "丽丽", "你喜欢上海吗？")]
     window = ask("compress", **window_data(turns, language="zh"))
     assert window.statements
@@ -122,6 +128,8 @@ def test_chinese_compress_answers_in_chinese_with_names_and_dates() -> None:
 
 
 def test_facts_from_first_person_statements_only() -> None:
+    """The fake model extracts facts only from first-person statements, skipping questions, negations and past states,
+    and cites the turn that stated each."""
     turns = [turn("t1", "Ana", "I moved to Porto last year. I'm allergic to peanuts."),
              turn("t2", "Ana", "Do I live in Porto? I don't work at Acme. I used to live in Rome.")]
     found = ask("facts", language="en", turns=turns).facts
@@ -134,17 +142,21 @@ def test_facts_from_first_person_statements_only() -> None:
 
 
 def test_a_question_states_no_fact() -> None:
+    """An English or a Chinese question yields no facts."""
     assert ask("facts", language="en", turns=[turn("t1", "Ana", "Do I live in Porto?")]).facts == []
     assert ask("facts", language="zh", turns=[turn("z1", "小明", "我住在上海吗？")]).facts == []
 
 
 def test_chinese_facts() -> None:
+    """Chinese statements yield their residence and allergy facts written in Chinese, and a dislike yields none."""
     found = ask("facts", language="zh", turns=[turn("z1", "小明", "我住在上海。我对花生过敏。我不喜欢咖啡。")]).facts
     assert [(f.attribute, f.value, f.text) for f in found] == [("lives_in", "上海", "小明住在上海"),
                                                                 ("allergy:花生", "allergic", "小明对花生过敏")]
 
 
 def test_summary_folds_turns_into_the_previous_summary_within_max_words() -> None:
+    """A summary starts from the previous one, adds each new turn with its speaker and absolute dates, and is cut to
+    max_words words."""
     turns = [turn("t1", "Ana", "Tomorrow I start at Acme. It is exciting."), turn("t2", "Ben", "Good luck!")]
     text = ask("summary", language="en", previous_summary="Ana looked for a job.", turns=turns, max_words=50).summary
     assert text.startswith("Ana looked for a job.") and "Ana will" not in text
@@ -154,6 +166,8 @@ def test_summary_folds_turns_into_the_previous_summary_within_max_words() -> Non
 
 
 def test_plan_splits_a_two_part_question_and_dates_the_dated_part() -> None:
+    """A two-part question is planned as two sub-queries about the person it names, and only the part that names a year
+    is limited to that year."""
     plan = ask("plan", query="What did Ana eat and where did she travel in 2023?", now=NOW, persons=["Ana", "Ben"])
     assert len(plan.queries) == 2
     eat, travel = plan.queries
@@ -164,12 +178,16 @@ def test_plan_splits_a_two_part_question_and_dates_the_dated_part() -> None:
 
 
 def test_plan_of_a_simple_question_adds_one_about_the_person() -> None:
+    """A simple question is planned as itself plus a shorter query about the person it names, both filtered to that
+    person."""
     plan = ask("plan", query="Where does Ana live?", now=NOW)
     assert [q.query for q in plan.queries] == ["Where does Ana live?", "Ana live"]
     assert all(q.persons == ["Ana"] for q in plan.queries)
 
 
 def test_reflect_is_sufficient_only_when_every_keyword_is_found() -> None:
+    """Reflection is sufficient when the memories cover every keyword of the question, otherwise asks for the missing
+    part, and stops once that has been searched."""
     memories = [{"id": "m1", "text": "Ana lives in Porto.", "occurred_at": None}]
     enough = ask("reflect", query="Where does Ana live?", now=NOW, round=1, searched=[], memories=memories)
     assert enough.sufficient and enough.missing == []
@@ -182,6 +200,8 @@ def test_reflect_is_sufficient_only_when_every_keyword_is_found() -> None:
 
 
 def test_consolidate_groups_the_same_fact_of_the_same_person() -> None:
+    """Consolidation groups statements about the same attribute of the same person, in either language or through a
+    stated slot, and leaves other people and attributes apart."""
     statements = [{"id": "s1", "text": "Ana lives in Porto.", "occurred_at": None},
                   {"id": "s2", "text": "Ben lives in Rome.", "occurred_at": None},
                   {"id": "s3", "text": "Ana works at Acme.", "occurred_at": None},
@@ -195,6 +215,8 @@ def test_consolidate_groups_the_same_fact_of_the_same_person() -> None:
 
 
 def test_an_unconstrained_request_gets_a_chatty_fenced_answer() -> None:
+    """Without a JSON schema the answer wraps the JSON in chatter and a fenced block, while json_object mode returns
+    bare JSON."""
     content = chat_model.answer(request("compress", None, **window_data(ENGLISH)))
     assert content.startswith("Here is the JSON:")
     fenced = re.search(r"```json\n(\{.*\})\n```", content, re.DOTALL)
@@ -203,6 +225,7 @@ def test_an_unconstrained_request_gets_a_chatty_fenced_answer() -> None:
 
 
 def test_a_repair_round_answers_the_original_document_again() -> None:
+    """A repair round after an invalid reply is answered exactly as the original request was."""
     body = request("compress", **window_data(ENGLISH))
     body["messages"] += [{"role": "assistant", "content": '{"statements": [{"text": "Ana'},
                          {"role": "user", "content": "That reply was invalid: the reply is not valid JSON. Answer the "
@@ -211,6 +234,7 @@ def test_a_repair_round_answers_the_original_document_again() -> None:
 
 
 def test_answers_are_derived_from_the_turns() -> None:
+    """The fake model's answer follows the turns' content, not a canned reply."""
     one = ask("compress", **window_data([turn("t1", "Kim", "I moved to Oslo.")]))
     other = ask("compress", **window_data([turn("t1", "Lea", "I moved to Cairo.")]))
     assert one.statements[0].text == "Kim moved to Oslo." and other.statements[0].text == "Lea moved to Cairo."
@@ -231,6 +255,8 @@ DATA: dict[Purpose, dict[str, Any]] = {
 @pytest.mark.parametrize("purpose", PURPOSES)
 @pytest.mark.parametrize("how", ["malformed", "wrong_schema", "junk"])
 def test_every_misbehaviour_fails_validation(purpose: Purpose, how: chat_model.Misbehaviour) -> None:
+    """For every purpose the normal answer validates against its schema, and every misbehaviour (malformed, wrong
+    schema, junk) fails validation."""
     body = request(purpose, **DATA[purpose])
     SCHEMAS[purpose].model_validate_json(chat_model.answer(body))
     with pytest.raises(ValidationError):
@@ -238,6 +264,8 @@ def test_every_misbehaviour_fails_validation(purpose: Purpose, how: chat_model.M
 
 
 def test_misbehaving_server_answers(fake: FakeOpenAI) -> None:
+    """Through the real client, the fake server answers malformed JSON, a wrong schema, foreign turn ids or junk on
+    demand, counting each call."""
     body = request("compress", **window_data(ENGLISH, CONTEXT))
     fake.misbehave = "malformed"
     content = create(fake, body).choices[0].message.content
@@ -257,6 +285,7 @@ def test_misbehaving_server_answers(fake: FakeOpenAI) -> None:
 
 
 def test_foreign_fact_ids(fake: FakeOpenAI) -> None:
+    """With foreign_ids set, extracted facts cite only a turn id that was not in the request."""
     fake.misbehave = "foreign_ids"
     content = create(fake, request("facts", **DATA["facts"])).choices[0].message.content
     found = ExtractedFacts.model_validate_json(content)
@@ -264,6 +293,8 @@ def test_foreign_fact_ids(fake: FakeOpenAI) -> None:
 
 
 def test_misbehave_times_then_a_repaired_answer(fake: FakeOpenAI) -> None:
+    """misbehave_times=1 spoils only the first reply, so the repair request gets a valid answer and the count drops to
+    zero."""
     fake.misbehave, fake.misbehave_times = "malformed", 1
     body = request("compress", **window_data(ENGLISH))
     bad = create(fake, body).choices[0].message.content
@@ -275,12 +306,15 @@ def test_misbehave_times_then_a_repaired_answer(fake: FakeOpenAI) -> None:
 
 
 def test_every_request_misbehaves_while_no_count_is_set(fake: FakeOpenAI) -> None:
+    """Without misbehave_times, every request misbehaves."""
     fake.misbehave = "junk"
     body = request("plan", **DATA["plan"])
     assert all("{" not in create(fake, body).choices[0].message.content for _ in range(3))
 
 
 def test_a_delay_trips_the_client_timeout(fake: FakeOpenAI) -> None:
+    """A server delay longer than the client's timeout raises APITimeoutError, while a short delay still gets an
+    answer."""
     fake.delay_s = 5.0  # the server stops waiting when the block ends
     with pytest.raises(openai.APITimeoutError):
         create(fake, request("plan", **DATA["plan"]), timeout=0.2)
@@ -289,6 +323,7 @@ def test_a_delay_trips_the_client_timeout(fake: FakeOpenAI) -> None:
 
 
 def test_rate_limit_with_retry_after(fake: FakeOpenAI) -> None:
+    """fail_with=429 fails a call as OpenAI's rate limit does, with its error code, message and Retry-After header."""
     fake.fail_with, fake.retry_after = 429, 2
     with pytest.raises(openai.RateLimitError) as caught:
         create(fake, request("plan", **DATA["plan"]))
@@ -298,6 +333,8 @@ def test_rate_limit_with_retry_after(fake: FakeOpenAI) -> None:
 
 
 def test_fail_times_fails_the_first_requests_only(fake: FakeOpenAI) -> None:
+    """fail_times fails only that many requests, chat and embeddings alike, after which the fake answers normally while
+    fail_with stays set."""
     fake.fail_with, fake.fail_times, fake.retry_after = 429, 1, 0.01
     reply = create(fake, request("plan", **DATA["plan"]), max_retries=1)
     assert SearchPlan.model_validate_json(reply.choices[0].message.content).queries
@@ -313,6 +350,8 @@ def test_fail_times_fails_the_first_requests_only(fake: FakeOpenAI) -> None:
 
 
 def test_usage_counts_real_tokens(fake: FakeOpenAI) -> None:
+    """Usage reports the real token counts of prompt (plus per-message overhead) and completion, and tokens_served
+    totals them per purpose."""
     small = request("compress", **window_data(ENGLISH[:1]))
     large = request("compress", **window_data([*ENGLISH, turn("t3", "Ana", "I love long walks on the beach.")]))
     first, second = create(fake, small), create(fake, large)
@@ -327,11 +366,14 @@ def test_usage_counts_real_tokens(fake: FakeOpenAI) -> None:
 
 
 def test_max_tokens_cuts_the_answer(fake: FakeOpenAI) -> None:
+    """max_tokens cuts the completion to that many tokens and reports finish_reason 'length'."""
     reply = create(fake, {**request("compress", **window_data(ENGLISH)), "max_tokens": 5})
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 5
 
 
 def test_chat_reply_override_and_reset(fake: FakeOpenAI) -> None:
+    """reset() clears misbehaviour, failures, delay, a chat_reply override and the counters, and a chat_reply set
+    afterwards becomes the answer."""
     fake.chat_reply = lambda body: '{"summary": "fixed"}'
     fake.misbehave, fake.fail_with, fake.delay_s = "junk", 500, 1.0
     fake.reset()
@@ -340,4 +382,6 @@ def test_chat_reply_override_and_reset(fake: FakeOpenAI) -> None:
     assert create(fake, request("summary", **DATA["summary"])).choices[0].message.content == '{"summary": "fixed"}'
     fake.reset()
     assert (fake.chat_calls, fake.requests, fake.tokens_served) == (0, [], {})
-    assert fake.chat_reply is not None and fake.fail_with is None and fake.delay_s == 0.0
+    body = request("summary", **DATA["summary"])
+    assert fake.chat_reply(body) == chat_model.answer(body) != '{"summary": "fixed"}'  # the default model again
+    assert (fake.fail_with, fake.misbehave, fake.delay_s) == (None, None, 0.0)

@@ -9,6 +9,7 @@ from shared.llm.schemas import CompressedWindow, SameFactGroups, Summary
 
 
 def test_bare_fenced_and_chatty_json_all_parse() -> None:
+    """A model's JSON answer parses whether it is bare, fenced among chatter, or embedded in a sentence."""
     assert parse('{"summary": "Ana moved."}', Summary).summary == "Ana moved."
     assert parse('Sure!\n```json\n{"summary": "Ana moved."}\n```\nAnything else?', Summary).summary == "Ana moved."
     assert parse('Here you go: {"summary": "Ana moved."} Hope it helps', Summary).summary == "Ana moved."
@@ -22,11 +23,14 @@ def test_bare_fenced_and_chatty_json_all_parse() -> None:
     ('{"statements": [{"text": "Ana moved.", "source_turn_ids": []}]}', "source_turn_ids"),
 ])
 def test_invalid_answers_say_what_is_wrong(content: str, says: str) -> None:
+    """Truncated JSON, no JSON, a non-object, a schema mismatch and a field failing its constraint are each refused with
+    a message saying which."""
     with pytest.raises(ValueError, match=says):
         parse(content, CompressedWindow)
 
 
 def test_unknown_fields_are_ignored_and_types_checked() -> None:
+    """Unknown fields in an answer are ignored, while a known field of the wrong type is refused, naming the field."""
     answer = parse('{"groups": [["a", "b"]], "confidence": 0.9}', SameFactGroups)
     assert answer.groups == [["a", "b"]]
     with pytest.raises(ValueError, match="groups"):
@@ -42,6 +46,8 @@ class Clock:
 
 
 def test_the_breaker_opens_after_consecutive_failures_and_half_opens_after_the_cooldown() -> None:
+    """The breaker opens only after consecutive failures (a success resets the count) and refuses calls for the
+    cooldown; then it lets exactly one trial through, whose failure reopens it and whose success closes it."""
     clock = Clock()
     breaker = Breaker(failures=3, cooldown_s=30, clock=clock)
     for _ in range(2):
@@ -67,6 +73,8 @@ def test_the_breaker_opens_after_consecutive_failures_and_half_opens_after_the_c
 
 
 def test_the_ledger_refuses_a_tenant_past_its_hour_and_resets_on_the_next() -> None:
+    """The ledger refuses a tenant whose tokens this hour exceed its budget, leaves other tenants alone, and starts the
+    next hour at zero while keeping the per-purpose totals."""
     clock = Clock()
     ledger = TokenLedger(per_hour=1000, clock=clock)
     ledger.spend("a", "compress", 600)
@@ -83,6 +91,10 @@ def test_the_ledger_refuses_a_tenant_past_its_hour_and_resets_on_the_next() -> N
 
 
 def test_no_budget_means_no_limit() -> None:
-    ledger = TokenLedger(per_hour=None)
-    ledger.spend("a", "plan", 10**9)
-    ledger.check("a")
+    """Without a per-hour budget, no amount of spending makes the ledger refuse a tenant."""
+    ledger = TokenLedger(per_hour=None, clock=Clock())
+    for purpose in ("plan", "compress", "facts"):
+        ledger.spend("a", purpose, 10**9)
+        ledger.check("a")  # with a budget, the first 10**9 tokens would already be refused
+    assert ledger.spent("a") == 3 * 10**9  # spent past any budget within one hour, counted and never refused
+    assert ledger.by_purpose("a") == {"plan": 10**9, "compress": 10**9, "facts": 10**9}

@@ -27,6 +27,8 @@ def state(entries: dict[str, MemoryEntry]) -> dict[str, Any]:
 
 
 def test_a_merge_made_earlier_does_not_change_what_a_later_run_decides() -> None:
+    """Merging over two runs gives the same groups, source turns and keywords as one run over all the episodes, a
+    further run changes nothing, and every source turn stays held by a visible entry."""
     text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
     k, a = episode("k", text, 1, ["k1"]), episode("a", text + " tonight", 2, ["a1"])
     n = episode("n", "Cabin by Lake Bled booked for July; Mia brings the guitar", 0, ["k1", "n1"])
@@ -41,6 +43,8 @@ def test_a_merge_made_earlier_does_not_change_what_a_later_run_decides() -> None
 
 
 def test_a_keeper_whose_group_is_gone_gets_its_own_lists_back() -> None:
+    """When a keeper's merged members are gone, the next run gives it back only its own source turns and keywords and
+    empties merged_from."""
     text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
     k, a = episode("k", text, 1, ["k1"]), episode("a", text, 2, ["a1"])
     vectors = {"k": [1.0, 0.0], "a": [1.0, 0.0]}
@@ -51,6 +55,8 @@ def test_a_keeper_whose_group_is_gone_gets_its_own_lists_back() -> None:
 
 
 def test_same_fact_neighbourhoods_leave_no_unasked_candidate_behind() -> None:
+    """Same-fact neighbourhoods put every never-checked candidate into disjoint groups of 2 to MAX_GROUP, and form none
+    when every candidate was checked."""
     from datetime import UTC, datetime
 
     from shared.consolidation.same_fact import MAX_GROUP, Candidate, neighbourhoods
@@ -74,6 +80,8 @@ def test_same_fact_neighbourhoods_leave_no_unasked_candidate_behind() -> None:
 
 
 def test_a_forget_takes_an_erased_member_out_of_its_keepers_unions() -> None:
+    """Mending after a merged member is forgotten leaves its keeper as if that member had never been merged, without its
+    turns or keywords."""
     text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
     k, a, b = episode("k", text, 1, ["k1"]), episode("a", text, 2, ["a1"]), episode("b", text, 3, ["b1"])
     vectors = {"k": [1.0, 0.0], "a": [1.0, 0.0], "b": [1.0, 0.0]}
@@ -88,6 +96,8 @@ def test_a_forget_takes_an_erased_member_out_of_its_keepers_unions() -> None:
 
 
 def test_a_forget_of_a_keeper_makes_its_members_visible_with_their_own_lists() -> None:
+    """Mending after a keeper is forgotten makes its members visible again with only their own source turns, and a
+    second mend finds nothing to do."""
     text = "We booked the cabin by Lake Bled for July and Mia brings her guitar"
     k, a = episode("k", text, 1, ["k1"]), episode("a", text, 2, ["a1"])
     merged = run({"k": k, "a": a}, {"k": [1.0, 0.0], "a": [1.0, 0.0]})

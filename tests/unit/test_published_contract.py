@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from services import contract
 from services.cli import app
-from tests.node_packages import CONTRACT, run_node
+from tests.support.node import CONTRACT, run_node
 
 
 def test_the_committed_contract_is_what_the_models_give() -> None:
@@ -29,6 +29,7 @@ def test_engram_contract_writes_the_files_and_check_finds_a_stale_one(tmp_path: 
 
 
 def test_the_committed_typescript_types_are_what_the_schemas_give() -> None:
+    """The committed TypeScript types are exactly what the generator produces from the committed JSON Schemas."""
     done = run_node("scripts/generate-types.mjs", "--check")
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -46,6 +47,7 @@ def test_the_asyncapi_parser_accepts_the_document_and_rejects_a_broken_copy(tmp_
 
 
 def test_tsc_accepts_the_client_and_the_generated_types() -> None:
+    """tsc type-checks the TypeScript client and its generated types without an error."""
     done = run_node("node_modules/typescript/bin/tsc", "--noEmit", "-p", "tsconfig.json", timeout_s=300)
     assert done.returncode == 0, done.stdout + done.stderr
 

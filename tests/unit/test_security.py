@@ -19,11 +19,15 @@ from shared.settings import Settings
     ({"nats_inbox_prefix": "_INBOX.>"}, "nats_inbox_prefix"),
 ])
 def test_inconsistent_security_settings_say_what_to_fix(fields: dict[str, object], needle: str) -> None:
+    """Conflicting NATS credentials, a user without a password, a TLS cert without its key, or a wildcard inbox prefix
+    are refused with a message naming what to fix."""
     with pytest.raises(ValidationError, match=needle):
         Settings(**fields)  # type: ignore[arg-type]
 
 
 def test_secrets_never_show_in_a_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passwords and API keys never appear in the settings' repr, str or JSON dump or in the security object's repr, yet
+    reach the NATS and Qdrant client options."""
     monkeypatch.setenv("ENGRAM_NATS_USER", "engram")
     monkeypatch.setenv("ENGRAM_NATS_PASSWORD", "hunter2-hunter2")
     monkeypatch.setenv("ENGRAM_QDRANT_API_KEY", "qdrant-key-123")
@@ -37,6 +41,8 @@ def test_secrets_never_show_in_a_repr(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_each_identity_reaches_both_kinds_of_connection(tmp_path: Path) -> None:
+    """User and password, token, nkey seed and no identity each give the right nats-py options and FastStream security
+    object, with the inbox prefix in both."""
     seed = tmp_path / "user.nk"
     seed.write_text("SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM\n")
     cases = [
@@ -56,6 +62,8 @@ def test_each_identity_reaches_both_kinds_of_connection(tmp_path: Path) -> None:
 
 
 def test_tls_files_must_exist_and_give_a_context(tmp_path: Path) -> None:
+    """A missing NATS creds file or Qdrant CA file is refused naming it, and an existing CA bundle gives both clients an
+    SSL context (skipped without a CA bundle)."""
     with pytest.raises(ConfigError, match="ENGRAM_NATS_CREDS_FILE"):
         nats_security(Settings(nats_creds_file=tmp_path / "missing.creds"))
     with pytest.raises(ConfigError, match="the Qdrant CA file"):

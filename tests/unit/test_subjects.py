@@ -4,6 +4,8 @@ from shared.messaging import streams
 
 
 def test_pattern_and_address_come_from_one_function() -> None:
+    """Each subject function gives the {tenant} pattern without a tenant and the address with one, for turns, recall,
+    flush, dead letters and events."""
     assert subjects.turns("mem") == "mem.{tenant}.turns"
     assert subjects.turns("mem", "acme") == "mem.acme.turns"
     assert subjects.recall("mem", "acme") == "mem.acme.recall"
@@ -15,12 +17,16 @@ def test_pattern_and_address_come_from_one_function() -> None:
 
 
 def test_streams_capture_turns_and_flushes_in_one_order() -> None:
+    """One stream, MEM_TURNS, captures every tenant's turns and flushes together, and the dead-letter stream captures
+    every tenant's per-consumer subjects."""
     assert streams.turns_stream("mem") == "MEM_TURNS"
     assert streams.turns_subjects("mem") == ["mem.*.turns", "mem.*.flush"]
     assert streams.dlq_subjects("mem") == ["mem.dlq.*.*"]
 
 
 def test_a_subject_parses_back_to_tenant_and_kind() -> None:
+    """A three-token subject parses back to its tenant and kind, while a longer subject or an empty tenant parses as
+    unknown."""
     assert subjects.parse(subjects.turns("mem", "acme")) == ("acme", "turns")
     assert subjects.parse("mem.acme.events.entry_created") == ("unknown", "")
     assert subjects.parse("mem..turns") == ("unknown", "")

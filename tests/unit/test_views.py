@@ -19,6 +19,7 @@ def entry(i: int, text: str = "Ana moved to Lisbon.") -> MemoryEntry:
 
 
 def test_every_field_a_view_shows_is_a_field_of_the_stored_entry_with_the_same_type() -> None:
+    """Every field the entry and recall views copy from a stored entry exists on MemoryEntry with the same type."""
     for view in (EntryView, RecalledEntry):
         for name in shared_fields(view):
             assert name in MemoryEntry.model_fields, f"{view.__name__}.{name} has no stored counterpart"
@@ -26,6 +27,8 @@ def test_every_field_a_view_shows_is_a_field_of_the_stored_entry_with_the_same_t
 
 
 def test_views_equal_what_validating_the_same_values_gives() -> None:
+    """Views built without validation equal what validating their values gives, leave out the tenant, and carry a
+    recall's score and explanation."""
     stored = entry(1)
     view = entry_view(stored)
     assert view == EntryView.model_validate(view.model_dump()) and view.kind == "fact"
@@ -37,6 +40,8 @@ def test_views_equal_what_validating_the_same_values_gives() -> None:
 
 
 def test_a_recall_reply_drops_its_lowest_ranked_entries_then_shortens_the_best_to_fit() -> None:
+    """Without a size limit every hit is returned; under one the lowest-ranked entries go first, then the working
+    memory, and then the best entry's text is cut with an ellipsis to fit."""
     hits = [ScoredEntry(entry=entry(i, "word " * 20_000), score=1.0 - i / 10) for i in range(5)]
     recent = [Turn(conversation_id="c", turn_id="r", speaker="Ana", role="user", text="hi", ts=NOW)]
 
@@ -53,6 +58,8 @@ def test_a_recall_reply_drops_its_lowest_ranked_entries_then_shortens_the_best_t
 
 
 def test_a_page_that_does_not_fit_ends_early_and_its_cursor_loses_nothing() -> None:
+    """An entries page too big for the limit ends early with its cursor at the first entry left out, and without a limit
+    the page keeps every entry and the given cursor."""
     views = [entry_view(entry(i, "word " * 10_000)) for i in range(8)]
     page = fit_page(views, "next-page-id", 220_000)
     assert 1 <= len(page.entries) < 8 and size(page) <= 220_000
@@ -62,6 +69,8 @@ def test_a_page_that_does_not_fit_ends_early_and_its_cursor_loses_nothing() -> N
 
 
 def test_a_reply_that_cannot_fit_at_all_is_an_error_not_a_spin() -> None:
+    """A recall reply that cannot fit the size limit even after shortening raises an error naming the limit instead of
+    looping."""
     hit = ScoredEntry(entry=entry(1, "ab"), score=1.0)  # short text: shortening it cannot help
 
     def build(candidates: list[ScoredEntry], turns: list[Turn]) -> RecallResponse:

@@ -48,6 +48,8 @@ def shape(node: Any) -> Any:
 
 @pytest.mark.parametrize("purpose", PURPOSES)
 def test_the_wire_schema_has_the_models_structure_and_nothing_a_grammar_explodes_on(purpose: Purpose) -> None:
+    """For every purpose, the wire schema keeps the model's structure (properties, required keys, types, enums,
+    references) with no heavy keyword and no bound above WIRE_MAX_BOUND."""
     model = OUTPUTS[purpose]
     wire = wire_schema(model)
     used = keywords(wire)
@@ -64,6 +66,8 @@ def test_the_full_schema_had_the_bounds_that_break_llama_cpp() -> None:
 
 
 def test_fields_named_like_keywords_are_kept() -> None:
+    """Fields named like schema keywords (pattern, format) stay properties and required, while their own bounds are
+    dropped."""
     class Odd(Output):
         pattern: str = Field(max_length=300)
         format: list[str] = Field(max_length=100)
@@ -74,6 +78,8 @@ def test_fields_named_like_keywords_are_kept() -> None:
 
 
 def test_pydantic_still_enforces_what_the_wire_leaves_out() -> None:
+    """The pydantic models still refuse an over-long statement text and an attribute breaking its pattern, bounds the
+    wire schema leaves out."""
     statement = {"text": "x" * 2001, "source_turn_ids": ["t1"]}
     with pytest.raises(ValidationError):
         CompressedWindow.model_validate({"statements": [statement]})
@@ -85,6 +91,8 @@ def test_pydantic_still_enforces_what_the_wire_leaves_out() -> None:
 
 @pytest.mark.parametrize("mode", ["json_schema", "json_object", "prompt"])
 def test_each_response_format_carries_the_wire_schema(mode: ResponseFormat) -> None:
+    """The json_schema and json_object modes send the wire schema (json_schema with strict off), and prompt mode sends
+    no response_format."""
     sent = response_format("compress", CompressedWindow, mode)
     if mode == "json_schema":
         assert sent == {"type": "json_schema", "json_schema": {"name": "compress", "schema": wire_schema(

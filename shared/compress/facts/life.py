@@ -3,7 +3,7 @@ import re
 from collections.abc import Iterator
 
 from shared.compress.facts.fact import Fact, Hit, Said
-from shared.compress.facts.phrases import CAP_RUN, NOT_OBJECT_START, clean_name
+from shared.compress.facts.phrases import CAP_RUN, LETTER, NOT_OBJECT_START, clean_name
 from shared.compress.facts.vocabulary import (
     LANGUAGES,
     OCCUPATION_MODIFIERS,
@@ -58,7 +58,7 @@ _MAJOR = re.compile(ME + r"(?:'m| am) an? (?P<subject>[a-z]+(?: [a-z]+)?) major\
 _AT_SCHOOL = re.compile(r"\s+at\s+(?P<org>" + CAP_RUN + ")")
 _AFTER_SUBJECT = frozenset({"at", "in", "and", "for", "because", "now", "this", "next", "right", "since", "these",
                             "with", "so", "but"})
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*|\S")
+_TOKEN = re.compile(rf"[{LETTER}][{LETTER}'-]*|\S")
 
 
 def _place_hits(patterns: list[re.Pattern[str]], sentence: str) -> Iterator[tuple[re.Match[str], str, str]]:

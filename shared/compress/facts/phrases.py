@@ -3,11 +3,16 @@ import re
 
 from shared.compress.facts.vocabulary import ACTIVITIES, NOT_NAMES
 
-_WORD = r"[A-Z][A-Za-zÀ-ÿ&'-]*[A-Za-zÀ-ÿ]"
+# Latin letters with their accents and the letters of Central European names ("Wrocław", "Inés", "Łódź"), not
+# only ASCII: a name cut at its first accent ("Wroc") is a wrong fact.
+LETTER = "A-Za-zÀ-ÖØ-öø-ɏ"
+_UPPER = "A-ZÀ-ÖØ-ÞĀ-ɏ"
+_LOWER = "a-zß-öø-ÿĀ-ɏ"
+_WORD = rf"[{_UPPER}][{LETTER}&'-]*[{LETTER}]"
 CAP_WORD = r"(?:St\.|Mt\.|Ft\.|" + _WORD + r")"
 # A run of capitalised words, with the lower-case particles place names carry ("Rio de Janeiro").
 CAP_RUN = CAP_WORD + r"(?:\s+(?:(?:of|de|da|do|del|la|le|von|van|upon)\s+)?" + CAP_WORD + r")*"
-PERSON_NAME = r"[A-Z][a-z]+(?:-[A-Z][a-z]+)?(?:\s+[A-Z][a-z]+)?"
+PERSON_NAME = rf"[{_UPPER}][{_LOWER}]+(?:-[{_UPPER}][{_LOWER}]+)?(?:\s+[{_UPPER}][{_LOWER}]+)?"
 
 PRONOUNS = frozenset("""
 i me my mine myself you your yours yourself he him his she her hers we us our ours they them their theirs it its
@@ -74,7 +79,7 @@ def object_phrase(text: str, max_words: int = 5) -> str | None:
         return None  # a comma inside a noun phrase ("creating a safe, inviting place") cut it short
     if lowers[0] in NOT_OBJECT_START or any(w in PRONOUNS for w in lowers) or words[0] in NOT_NAMES:
         return None
-    if not all(re.fullmatch(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'&-]*", w) for w in words):
+    if not all(re.fullmatch(rf"[{LETTER}][{LETTER}'&-]*", w) for w in words):
         return None  # numbers, emoji, quotes: not a plain noun phrase
     if any(w.endswith("'s") for w in lowers):
         return None  # someone else's thing ("Caroline's idea") is a remark about it, not a taste

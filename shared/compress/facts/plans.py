@@ -10,7 +10,7 @@ from shared.compress import dates
 from shared.compress.facts.fact import Fact, Hit, Said, object_key
 from shared.compress.facts.life import ME
 from shared.compress.facts.numerals import ZH_NUMBER, zh_int
-from shared.compress.facts.phrases import CAP_RUN, PRONOUNS, clean_name
+from shared.compress.facts.phrases import CAP_RUN, LETTER, PRONOUNS, clean_name
 from shared.compress.facts.tastes import DATE, MONTHS, explicit_date
 
 
@@ -101,7 +101,7 @@ def _what(sentence: str, start: int, stops: list[int], speaker: str) -> str | No
         elif lower == "me":
             out.append(speaker)
         elif lower in PRONOUNS or lower in ("something", "anything", "everything", "stuff", "things") or \
-                not re.fullmatch(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'&-]*", word):
+                not re.fullmatch(rf"[{LETTER}0-9][{LETTER}0-9'&-]*", word):
             return None
         else:
             out.append(word)

@@ -5,6 +5,7 @@ from datetime import datetime
 from engram_client.contract import Turn
 from shared.compress.extract import STOPWORDS
 from shared.compress.facts.fact import Fact
+from shared.compress.facts.phrases import LETTER
 from shared.compress.model import Draft, Slot
 from shared.text import scripts
 
@@ -13,7 +14,7 @@ _IMPORTANCE = {"allergy": 0.8, "diet": 0.8, "birthday": 0.8, "partner": 0.8, "fa
                "works_at": 0.8, "occupation": 0.8, "preference": 0.7, "pet": 0.7, "studies": 0.7, "from": 0.7,
                "plan": 0.75}
 _VALUE_IS_A_VERDICT = frozenset({"preference", "allergy"})
-_WORD = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'-]*|[\u4e00-\u9fff]+")
+_WORD = re.compile(rf"[{LETTER}0-9][{LETTER}0-9'-]*|[\u4e00-\u9fff]+")
 MAX_KEYWORDS = 8
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TS_CLIENT = ROOT / "clients" / "typescript"
 CONTRACT = ROOT / "contract"
 

@@ -1,0 +1,1 @@
+"""Documentation generated from code: the configuration reference page (`engram docs config`)."""
