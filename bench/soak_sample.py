@@ -13,8 +13,8 @@ from nats.js.errors import NotFoundError
 from bench.soak_load import Ledger
 from bench.soak_stack import SoakStack, rss_mb
 from engram_client import connection, subjects
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import streams
+from shared.working_memory import WorkingMemory
 
 PREFIX = "mem"
 DURABLE = "ingestor"

@@ -13,13 +13,13 @@ from typing import Any
 
 from engram_client import connection
 from engram_client.contract import Turn
-from shared.ingest import working_memory
 from shared.ingest.accept import accept_turn
-from shared.ingest.buffer import Buffer, Recent, digest
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buckets as working_memory
+from shared.working_memory.buffer import Buffer, Recent, digest
 
 TENANT = "sweep"
 POLICY = WindowPolicy(window_turns=4, recent_turns=20, max_pending_windows=32)
@@ -63,8 +63,8 @@ async def run(idle_keys: int, open_conversations: int = 100) -> dict[str, Any]:
             closer = WindowCloser(wm, None, nothing, nothing, policy)  # type: ignore[arg-type]  # reads only
             stopping = asyncio.Event()
             started = time.perf_counter()
-            follower = asyncio.create_task(closer._follow(stopping))
-            while len(closer._due) < open_conversations:
+            follower = asyncio.create_task(closer.open.follow(stopping))
+            while len(closer.open.due_at) < open_conversations:
                 await asyncio.sleep(0.001)
             index_ms = (time.perf_counter() - started) * 1e3
             steady, steady_ms = await _timed(closer.sweep(now))

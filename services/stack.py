@@ -3,16 +3,18 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from services.consolidator.app import Consolidator, build_consolidator
+from services.consolidator import app as consolidator
 from services.consolidator.deps import ConsolidatorDeps, open_consolidator
-from services.ingestor.app import Ingestor, build_ingestor
+from services.ingestor import app as ingestor
 from services.ingestor.deps import IngestorDeps, open_ingestor
-from services.retriever.app import build_retriever
+from services.retriever import app as retriever
 from services.retriever.deps import RetrieverDeps, open_retriever
+from services.service import Opened, Service
 from shared.embedding import embedding_dim
 from shared.llm import open_llm
 from shared.messaging import nats_server
@@ -23,6 +25,8 @@ from shared.store import Store, open_store
 from shared.tracing.export import exporting
 
 log = logging.getLogger("engram.stack")
+D = TypeVar("D", bound=Opened)
+S = TypeVar("S", bound=Service)
 
 
 @dataclass
@@ -33,12 +37,12 @@ class Running:
     store: Store
     health: Health
     http_port: int = 0
-    ingestors: list[Ingestor] = field(default_factory=list)
+    ingestors: list[ingestor.Ingestor] = field(default_factory=list)
+    retrievers: list[retriever.Retriever] = field(default_factory=list)
+    consolidators: list[consolidator.Consolidator] = field(default_factory=list)
     ingestor_deps: list[IngestorDeps] = field(default_factory=list)
     retriever_deps: list[RetrieverDeps] = field(default_factory=list)
     consolidator_deps: list[ConsolidatorDeps] = field(default_factory=list)
-    consolidators: list[Consolidator] = field(default_factory=list)
-    served: list[Counter[str]] = field(default_factory=list)  # per retriever instance
 
 
 @contextlib.asynccontextmanager
@@ -68,34 +72,34 @@ async def running(settings: Settings, *, ingestors: int = 1, retrievers: int = 1
             stack.push_async_callback(llm.close)
         state = Running(nats_url=url, store=store, health=Health())
         for i in range(ingestors):
-            deps = await stack.enter_async_context(open_ingestor(settings, url, store=store, llm=llm,
-                                                                 name=f"engram-ingestor-{i}"))
-            state.ingestor_deps.append(deps)
-            state.health.check(deps.ready)
-            ingestor = build_ingestor(settings, deps)
-            await ingestor.start(state.health)
-            stack.push_async_callback(ingestor.stop)
-            state.ingestors.append(ingestor)
+            await _start(stack, state.health, open_ingestor(settings, url, store=store, llm=llm,
+                                                            name=f"engram-ingestor-{i}"),
+                         lambda deps: ingestor.build(settings, deps), state.ingestor_deps, state.ingestors)
         for i in range(retrievers):
-            retriever = await stack.enter_async_context(open_retriever(settings, url, store=store, llm=llm,
-                                                                       name=f"engram-retriever-{i}"))
-            state.retriever_deps.append(retriever)
-            state.health.check(retriever.ready)
-            state.served.append(Counter())
-            build_retriever(settings, retriever, state.served[-1])
-            await retriever.broker.start()
+            await _start(stack, state.health, open_retriever(settings, url, store=store, llm=llm,
+                                                             name=f"engram-retriever-{i}"),
+                         lambda deps: retriever.build(settings, deps), state.retriever_deps, state.retrievers)
         for i in range(consolidators):
-            consolidator = await stack.enter_async_context(open_consolidator(settings, url, store=store, llm=llm,
-                                                                             name=f"engram-consolidator-{i}"))
-            state.consolidator_deps.append(consolidator)
-            state.health.check(consolidator.ready)
-            replica = build_consolidator(settings, consolidator)
-            await replica.start()
-            stack.push_async_callback(replica.stop)
-            state.consolidators.append(replica)
+            await _start(stack, state.health, open_consolidator(settings, url, store=store, llm=llm,
+                                                                name=f"engram-consolidator-{i}"),
+                         lambda deps: consolidator.build(settings, deps), state.consolidator_deps,
+                         state.consolidators)
         state.http_port = await stack.enter_async_context(
             http.serving(settings.http_host, settings.http_port, state.health))
         yield state
+
+
+async def _start(stack: contextlib.AsyncExitStack, health: Health, opening: AbstractAsyncContextManager[D],
+                 build: Callable[[D], S], opened: list[D], started: list[S]) -> None:
+    """Open a service's dependencies, build it and start it (each added to its list); on exit the service stops,
+    then its dependencies close."""
+    deps = await stack.enter_async_context(opening)
+    health.check(deps.ready)
+    service = build(deps)
+    await service.start(health)
+    stack.push_async_callback(service.stop)
+    opened.append(deps)
+    started.append(service)
 
 
 async def serve_until_signalled(settings: Settings, *, ingestors: int, retrievers: int, consolidators: int,

@@ -10,20 +10,21 @@ from typing import Any
 
 from faststream.nats import NatsBroker
 
-from engram_client.contract import ConsolidateRequest, Forget, ForgetResult, RebuildReport
+from engram_client.contract import ConsolidateRequest, Forget, RebuildReport
 from engram_client.errors import Unavailable
-from shared.consolidation.forget import Places, forget
+from shared.consolidation.forget import Places
 from shared.consolidation.lease import Leases
+from shared.consolidation.requests import forget_then_rescan
 from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
 from shared.embedding import Bm25Encoder, embedding_dim
-from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
 from shared.messaging.security import nats_security
-from shared.rebuild.run import LOCK, RebuildDeps
+from shared.rebuild.run import LOCK, RebuildDeps, announce_forget
 from shared.settings import Settings
 from shared.store import Store
+from shared.working_memory import WorkingMemory
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,9 @@ class ConsolidatorDeps:
         """This replica's share of the schedule."""
         return Scheduler(self.consolidation, self.leases, self.settings.consolidate_interval_s)
 
-    async def forget(self, tenant: str, request: Forget) -> ForgetResult:
-        """Forget (hold the tenant's lease), then make its next scheduled run a full one: what was deleted left no
-        change for a run to find its owner by."""
-        result = await forget(self.places, tenant, request)
-        await self.leases.full_next(tenant)
-        return result
+    async def announce_forget(self, tenant: str, request: Forget) -> None:
+        """Tell a rebuild running anywhere about a forget this replica answered."""
+        await announce_forget(self.broker.connection, self.settings.subject_prefix, tenant, request)
 
     def for_rebuild(self) -> RebuildDeps:
         """What a rebuild run by this replica uses: its store, stream and connection, its tenant leases around each
@@ -65,12 +63,8 @@ class ConsolidatorDeps:
             return await leased(tenant, lambda: consolidate(replace(self.consolidation, store=store), tenant, request))
 
         async def forget_on(store: Store, tenant: str, request: Forget) -> object:
-            async def job() -> object:
-                result = await forget(replace(self.places, store=store), tenant, request)
-                await self.leases.full_next(tenant)  # the deletion left no change for a scheduled run to find
-                return result
-
-            return await leased(tenant, job)
+            return await leased(tenant, lambda: forget_then_rescan(replace(self.places, store=store), self.leases,
+                                                                   tenant, request))
 
         async def lock(job: Callable[[], Coroutine[Any, Any, RebuildReport]]) -> RebuildReport | None:
             return await self.leases.run(LOCK, job)

@@ -7,7 +7,7 @@ from faststream.nats import NatsBroker
 from faststream.specification import AsyncAPI
 
 from engram_client import subjects
-from services.consolidator.app import build_consolidator
+from services.consolidator import app as consolidator
 from services.consolidator.deps import ConsolidatorDeps
 from services.contract.messages import (
     ERROR_REPLY,
@@ -22,7 +22,7 @@ from services.contract.messages import (
     Message,
 )
 from services.contract.schemas import components
-from services.retriever.app import build_retriever
+from services.retriever import app as retriever
 from services.retriever.deps import RetrieverDeps
 from shared.messaging import streams
 from shared.settings import Settings
@@ -41,8 +41,8 @@ class _Unopened:
 def faststream_document(settings: Settings) -> dict[str, Any]:
     """The AsyncAPI 3.0 document FastStream generates from the retriever's and consolidator's real handlers."""
     broker = NatsBroker(f"nats://127.0.0.1:{settings.nats_port}")
-    build_retriever(settings, cast(RetrieverDeps, _Unopened(broker)))
-    build_consolidator(settings, cast(ConsolidatorDeps, _Unopened(broker)))
+    retriever.build(settings, cast(RetrieverDeps, _Unopened(broker)))
+    consolidator.build(settings, cast(ConsolidatorDeps, _Unopened(broker)))
     spec = AsyncAPI(broker, title="engram", version="1", schema_version="3.0.0").to_specification()
     document: dict[str, Any] = spec.to_jsonable()
     return document

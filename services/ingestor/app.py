@@ -3,7 +3,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from services.ingestor.deps import IngestorDeps
-from shared.ingest.accept import accept
+from shared.ingest.accept import receive
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
 from shared.messaging import deadletter, events, streams
@@ -14,23 +14,20 @@ from shared.settings import Settings
 
 @dataclass
 class Ingestor:
-    """One ingestor replica: a pull loop over the durable consumer all replicas share, and a window closer."""
+    """One replica: a pull loop over the durable consumer all replicas share, and a window closer."""
 
-    consumer: PullConsumer | None = None
-    closer: WindowCloser | None = None
-    handled: int = 0  # messages this replica applied (for tests)
+    consumer: PullConsumer
+    closer: WindowCloser
     _closer_task: "asyncio.Task[None] | None" = field(default=None, repr=False)
 
     async def start(self, health: Health) -> None:
         """Start consuming and closing windows; if either loop ever ends on its own, the process fails."""
-        assert self.consumer is not None and self.closer is not None
         health.watch(await self.consumer.start(), "the ingestor's turns consumer", self.consumer.stopping)
         self._closer_task = asyncio.create_task(self.closer.run(self.consumer.stopping), name="closer")
         health.watch(self._closer_task, "the ingestor's window closer", self.consumer.stopping)
 
     async def stop(self) -> None:
         """Stop consuming, then write what this replica sealed; open turns stay in working memory."""
-        assert self.consumer is not None and self.closer is not None
         await self.consumer.stop()
         self.closer.wake()
         if self._closer_task is not None:
@@ -38,25 +35,18 @@ class Ingestor:
         await self.closer.drain()
 
 
-def build_ingestor(settings: Settings, deps: IngestorDeps) -> Ingestor:
-    """Wire an ingestor around dependencies its caller has already opened."""
+def build(settings: Settings, deps: IngestorDeps) -> Ingestor:
+    """Wire an ingestor around dependencies its caller has already opened (started by the result's start)."""
     prefix = settings.subject_prefix
     policy = WindowPolicy.from_settings(settings)
-    ingestor = Ingestor()
     closer = WindowCloser(deps.working_memory, deps.writer, events.publisher(deps.nc, prefix),
                           deadletter.turn_dead_letters(deps.js, prefix, "closer"), CloserPolicy.from_settings(settings))
 
     async def on_message(tenant: str, kind: str, body: bytes, seq: int) -> None:
-        buffer = await accept(deps.working_memory, tenant=tenant, kind=kind, body=body, seq=seq, policy=policy)
-        ingestor.handled += 1
-        if buffer is not None:  # traces: this message's span, and the seal of each window it sealed
-            closer.marks.accepted(tenant, buffer.conversation_id, seq, [w.seqs for w in buffer.sealed])
-        if buffer is not None and buffer.sealed:
-            closer.notify(tenant, buffer.conversation_id)
+        await receive(closer, tenant=tenant, kind=kind, body=body, seq=seq, policy=policy)
 
-    ingestor.closer = closer
-    ingestor.consumer = PullConsumer(deps.js, streams.turns_stream(prefix),
-                                     streams.ingestor_consumer(prefix, settings.ack_wait_s),
-                                     deadletter.Settler("ingestor", prefix, settings.max_deliver, deps.js), on_message,
-                                     settings.fetch_batch)
-    return ingestor
+    settler = deadletter.Settler("ingestor", prefix, settings.max_deliver, deps.js, deps.name)
+    consumer = PullConsumer(deps.js, streams.turns_stream(prefix),
+                            streams.ingestor_consumer(prefix, settings.ack_wait_s), settler, on_message,
+                            settings.fetch_batch)
+    return Ingestor(consumer, closer)

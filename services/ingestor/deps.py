@@ -12,8 +12,6 @@ from nats.js import JetStreamContext
 from engram_client import connection
 from shared.compress.choose import compression
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
-from shared.ingest import buffer as buffers
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.llm import LlmClient
 from shared.messaging import streams
@@ -21,6 +19,8 @@ from shared.messaging.connection import server_info
 from shared.messaging.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buffer as buffers
 
 log = logging.getLogger("engram.ingestor")
 
@@ -34,6 +34,7 @@ class IngestorDeps:
     js: JetStreamContext
     working_memory: WorkingMemory
     writer: Writer
+    name: str  # of this replica's NATS connection
     llm: LlmClient | None = None
 
     async def ready(self) -> str | None:
@@ -61,7 +62,8 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
                            max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)
         compressor, facts = compression(settings, llm)
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), store, facts=facts)
-        yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer, llm=llm)
+        yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer, name=name,
+                           llm=llm)
     finally:
         if embedder is not None:
             await embedder.close()

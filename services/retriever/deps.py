@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from faststream.nats import NatsBroker
 
 from shared.embedding import Bm25Encoder, Embedder, open_embedder
-from shared.ingest.working_memory import WorkingMemory
 from shared.llm import LlmClient
 from shared.messaging import connection, streams
 from shared.messaging.security import nats_security
@@ -18,6 +17,7 @@ from shared.retrieval.summary import Summarizer
 from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
 from shared.store import Store
+from shared.working_memory import WorkingMemory
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ The one hard delete in engram (supersede and merge keep history). In this order,
    written as usual);
 3. stored entries of every kind (superseded and merged-away included), announced as `entries_forgotten` first.
 
-Before step 1 it leaves a forget mark (shared/ingest/forgotten.py): an ingestor drops a turn of the subject it
+Before step 1 it leaves a forget mark (shared/working_memory/forgotten.py): an ingestor drops a turn of the subject it
 fetched before the forget, and a closer deletes the entries of the subject it was writing at that moment. Then a
 check counts what is left in each place and runs a recall and an entries listing scoped to the subject; the pass
 is repeated (a bounded number of times) until the check finds nothing. The receipt says what each pass deleted and
@@ -28,12 +28,12 @@ from engram_client.contract import DeletedCounts, EntriesForgotten, Forget, Forg
 from shared.consolidation import merge
 from shared.consolidation.changes import applier
 from shared.consolidation.profile import profile_id
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.messaging.events import Publish
 from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 from shared.store.model import SparseVector, Vectors
+from shared.working_memory import WorkingMemory
 
 PASSES = 3              # delete-and-check passes before the receipt reports what is left
 RECHECK_WAIT_S = 0.5    # between passes: time for a window caught mid-write to land

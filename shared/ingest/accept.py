@@ -4,11 +4,12 @@ from datetime import UTC, datetime
 from engram_client.contract import Flush, Turn, check_tenant
 from engram_client.errors import InvalidRequest
 from shared.errors import Busy
-from shared.ingest import buffer as buffers
-from shared.ingest.buffer import Buffer
+from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.runtime import metrics
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buffer as buffers
+from shared.working_memory.buffer import Buffer
 
 
 def _busy(buffer: Buffer | None, turn: Turn, policy: WindowPolicy) -> Busy | None:
@@ -105,3 +106,15 @@ async def accept(wm: WorkingMemory, *, tenant: str, kind: str, body: bytes, seq:
     if kind == "flush":
         return await accept_flush(wm, tenant=tenant, flush=Flush.model_validate_json(body), seq=seq)
     raise InvalidRequest(f"subject kind {kind!r} is neither 'turns' nor 'flush'")
+
+
+async def receive(closer: WindowCloser, *, tenant: str, kind: str, body: bytes, seq: int,
+                  policy: WindowPolicy) -> None:
+    """Accept one message of the turns stream into the closer's working memory, and hand the windows it sealed
+    to that closer (this replica's), which writes them at once."""
+    buffer = await accept(closer.wm, tenant=tenant, kind=kind, body=body, seq=seq, policy=policy)
+    if buffer is None:
+        return
+    closer.marks.accepted(tenant, buffer.conversation_id, seq, [w.seqs for w in buffer.sealed])  # traces
+    if buffer.sealed:
+        closer.notify(tenant, buffer.conversation_id)

@@ -38,17 +38,30 @@ class Settle(enum.Enum):
     DEAD_LETTER = "dead_letter"
 
 
-def settle(exc: BaseException, deliveries: int, max_deliver: int) -> Settle:
-    """Retry what may succeed later, up to max_deliver; wait out back-pressure however long; dead-letter the rest."""
+def settle(exc: BaseException, deliveries: int, max_deliver: int, *, accepted: bool = False) -> Settle:
+    """Retry what may succeed later, up to max_deliver; wait out back-pressure however long; dead-letter the rest.
+
+    The one failure policy of engram's asynchronous work: JetStream messages, and the windows the closer writes.
+
+    Args:
+        deliveries: attempts so far, this one included.
+        accepted: the work was accepted already and waits in working memory, not in a stream (a sealed window):
+            a dependency that is down is waited out however long, like back-pressure (its turns were valid, and a
+            long outage must not throw them away), and any other failure is retried up to max_deliver before the
+            turns are dead-lettered (valid turns may have met a passing fault).
+    """
     if isinstance(exc, Busy):
         return Settle.RETRY  # a valid message that must wait for engram to catch up, never thrown away
-    if isinstance(exc, EngramError) and exc.retryable and deliveries < max_deliver:
+    retryable = isinstance(exc, EngramError) and exc.retryable
+    if accepted:
+        return Settle.RETRY if retryable or deliveries < max_deliver else Settle.DEAD_LETTER
+    if retryable and deliveries < max_deliver:
         return Settle.RETRY
     return Settle.DEAD_LETTER
 
 
 def retry_delay_s(deliveries: int) -> float:
-    """Backoff before the next delivery: 1, 2, 4 ... seconds, at most 30."""
+    """Backoff before the next attempt: 1, 2, 4 ... seconds, at most 30 (a nak's delay, a window's wait)."""
     return float(min(MAX_RETRY_DELAY_S, 2 ** min(max(0, deliveries - 1), 16)))
 
 
@@ -62,8 +75,13 @@ class Settler:
     dead-letter stream is missing), the message is left unacked and JetStream delivers it again after ack_wait.
     """
 
-    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext) -> None:
+    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext, client_id: str = "") -> None:
+        """
+        Args:
+            client_id: this replica's NATS connection name, on its spans (`messaging.client.id`).
+        """
         self._service = service
+        self._client_id = client_id
         self._prefix = prefix
         self._max_deliver = max_deliver
         self._js = js
@@ -84,7 +102,8 @@ class Settler:
                                     kind=SpanKind.CONSUMER, attributes={
                                         "messaging.system": "nats", "messaging.destination.name": raw.subject,
                                         "messaging.operation.type": "process", "engram.tenant": tenant,
-                                        "engram.stream_seq": seq, "engram.service": self._service}):
+                                        "engram.stream_seq": seq, "engram.service": self._service,
+                                        "messaging.client.id": self._client_id}):
                         await handle(tenant, kind, raw.data, seq)
                 except Exception as exc:  # every failure of a handler is settled here, and only here
                     outcome = await self._settle(raw, exc)

@@ -4,8 +4,8 @@ Which turns a rebuild re-derives is decided from the live build, read once befor
 replayed when it is a source of an episode there, and every episode holding it has all its turns still in the
 stream up to the cut. So an episode is either re-derived whole or carried over whole (its oldest turns expired, or
 it was written after the cut), and a turn not yet in any episode is left to the running ingestor, which writes it
-into whichever build is live. The same pure buffer transitions as the ingestor (shared/ingest/buffer.py) decide the
-windows: `window_turns` turns, a flush, or an idle gap of `idle_timeout_s` by the stream's own timestamps.
+into whichever build is live. The same pure buffer transitions as the ingestor (shared/working_memory/buffer.py)
+decide the windows: `window_turns` turns, a flush, or an idle gap of `idle_timeout_s` by the stream's own timestamps.
 """
 import contextlib
 import logging
@@ -24,11 +24,11 @@ from engram_client import subjects
 from engram_client.contract import Flush, Turn, check_tenant
 from engram_client.errors import EngramError
 from shared.compress import Window
-from shared.ingest import buffer as buffers
-from shared.ingest.buffer import Buffer
 from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.store import EntryFilter, Scope, Store, pages
+from shared.working_memory import buffer as buffers
+from shared.working_memory.buffer import Buffer
 
 log = logging.getLogger("engram.rebuild")
 _FETCH, _FETCH_S, _IDLE_S = 256, 5.0, 3600.0

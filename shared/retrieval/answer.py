@@ -6,12 +6,12 @@ import time
 from engram_client.contract import RecallRequest, RecallResponse, Turn, check_tenant
 from engram_client.contract.failures import code_of
 from engram_client.errors import Timeout
-from shared.ingest.working_memory import WorkingMemory
 from shared.retrieval.recall import Retrieval
 from shared.retrieval.respond import recall
 from shared.retrieval.summary import Summarizer
 from shared.runtime import metrics
 from shared.tracing import spans
+from shared.working_memory import WorkingMemory
 
 
 async def recent_turns(working_memory: WorkingMemory, tenant: str, request: RecallRequest, keep: int,

@@ -55,14 +55,6 @@ class FairQueue:
         self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # in the order tenants are next served
         self._total = 0
 
-    def held(self, tenant: str) -> int:
-        """How many of the tenant's requests are in progress now."""
-        return self._running.get(tenant, 0)
-
-    def waiting(self, tenant: str) -> int:
-        """How many of the tenant's requests wait for a worker now."""
-        return len(self._waiting.get(tenant, ()))
-
     @asynccontextmanager
     async def turn(self, tenant: str) -> AsyncIterator[None]:
         """Hold a worker for one request of the tenant, after waiting in its queue if it has no share left.

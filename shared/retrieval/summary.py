@@ -12,12 +12,12 @@ from engram_client.contract import Turn
 from engram_client.errors import EngramError
 from shared.compress.summary import extractive
 from shared.errors import LlmInvalid, LlmUnavailable
-from shared.ingest.working_memory import CachedSummary, WorkingMemory
 from shared.llm import LlmClient, fell_back, prompts
 from shared.llm.schemas import Summary
 from shared.runtime import metrics
 from shared.settings import Settings
 from shared.text import language, tokens
+from shared.working_memory import CachedSummary, WorkingMemory
 
 log = logging.getLogger("engram.summary")
 

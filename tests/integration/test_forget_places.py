@@ -10,9 +10,9 @@ from engram_client import connection, subjects
 from engram_client.contract import EntriesForgotten, Forget
 from engram_client.errors import EngramError
 from shared.consolidation.forget import Places, about, forget
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server, streams
 from shared.store import EdgeStore, EntryFilter, MemoryEntry, Scope, SparseVector, StoredEntry, Vectors
+from shared.working_memory import WorkingMemory
 from tests.support.ids import unique
 from tests.support.turns import make_turn
 

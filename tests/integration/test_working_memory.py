@@ -10,13 +10,13 @@ from prometheus_client import REGISTRY
 from engram_client import connection
 from engram_client.contract import Flush
 from engram_client.errors import EngramError, Timeout, Unavailable
-from shared.ingest import buffer as buffers
-from shared.ingest import working_memory
 from shared.ingest.accept import accept_flush, accept_turn
 from shared.ingest.closer import WindowCloser
 from shared.ingest.policy import CloserPolicy, WindowPolicy
-from shared.ingest.working_memory import WorkingMemory
 from shared.messaging import nats_server
+from shared.working_memory import WorkingMemory
+from shared.working_memory import buckets as working_memory
+from shared.working_memory import buffer as buffers
 from tests.support.ids import unique
 from tests.support.polling import eventually
 from tests.support.turns import make_turn
@@ -81,12 +81,12 @@ async def test_a_sweep_reads_only_the_conversations_with_turns_waiting(
                           policy=POLICY, now=now)
     closer = idle_closer(wm)
     stopping = asyncio.Event()
-    following = asyncio.create_task(closer._follow(stopping))
+    following = asyncio.create_task(closer.open.follow(stopping))
     try:
-        await eventually(lambda: len(closer._due), lambda n: n == 63)
+        await eventually(lambda: len(closer.open.due_at), lambda n: n == 63)
         read = await closer.sweep(now + timedelta(minutes=1))  # every mark is due: the finished ones get unmarked
         assert read == 63
-        await eventually(lambda: set(closer._due),
+        await eventually(lambda: set(closer.open.due_at),
                          lambda due: due == {(tenant, f"live-{c}") for c in range(3)})
         assert await closer.sweep(now + timedelta(minutes=2)) == 0  # the open ones are due when they go idle
         assert await closer.sweep(now + timedelta(minutes=6)) == 3

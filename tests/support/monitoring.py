@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from shared.runtime import dashboard
+from services import dashboard
 
 ROOT = Path(__file__).parents[2]
 PROMETHEUS = ROOT / "deploy" / "prometheus"

@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.errors import ConfigError
-from shared.ingest import buffer as buffers
-from shared.ingest.buffer import (
+from shared.working_memory import buffer as buffers
+from shared.working_memory.buffer import (
     SEEN_LIMIT,
     Buffer,
     append,

@@ -50,3 +50,17 @@ def test_retry_delays_grow_and_are_capped() -> None:
     delays = [retry_delay_s(n) for n in (0, 1, 2, 3, 6, 7, 100, 10**9)]
     assert delays[:5] == [1.0, 1.0, 2.0, 4.0, 30.0] and max(delays) == MAX_RETRY_DELAY_S
     assert delays == sorted(delays)
+
+
+@pytest.mark.parametrize("exc", [Unavailable("store down"), Timeout("kv slow")])
+def test_an_accepted_window_waits_out_an_outage_however_long(exc: EngramError) -> None:
+    """A sealed window whose write fails because a dependency is down is retried for ever, never dead-lettered."""
+    assert all(settle(exc, n, max_deliver=3, accepted=True) is Settle.RETRY for n in (1, 3, 4, 100, 10_000))
+
+
+@pytest.mark.parametrize("exc", [InvalidRequest("bad"), EngramError("internal"), RuntimeError("bug")])
+def test_an_accepted_window_that_fails_otherwise_is_retried_up_to_max_deliver(exc: Exception) -> None:
+    """A sealed window's turns were valid when accepted: a failure retrying may not fix still gets max_deliver
+    attempts before they are dead-lettered."""
+    assert [settle(exc, n, max_deliver=3, accepted=True) for n in (1, 2, 3, 4)] == [
+        Settle.RETRY, Settle.RETRY, Settle.DEAD_LETTER, Settle.DEAD_LETTER]

@@ -10,7 +10,7 @@ import yaml
 from prometheus_client import REGISTRY
 
 import shared.runtime.metrics  # noqa: F401  (registers every engram metric)
-from shared.runtime import dashboard
+from services import dashboard
 from tests.support.monitoring import (
     ALERTS_TEST,
     DASHBOARD,
@@ -107,7 +107,7 @@ def test_every_alert_has_a_severity_and_says_what_to_do() -> None:
 def test_the_committed_dashboard_is_the_generators_output() -> None:
     """The committed Grafana dashboard JSON is exactly what the dashboard generator renders."""
     assert DASHBOARD.read_text(encoding="utf-8") == dashboard.render(), (
-        "deploy/grafana/dashboards/engram.json is stale: run `.venv/bin/python -m shared.runtime.dashboard`")
+        "deploy/grafana/dashboards/engram.json is stale: run `.venv/bin/python -m services.dashboard`")
 
 
 def test_the_dashboard_has_its_rows_a_datasource_variable_and_no_overlapping_panels() -> None:
@@ -161,7 +161,7 @@ def test_every_engram_metric_the_rules_and_dashboard_use_is_declared() -> None:
 
 
 def test_every_declared_engram_metric_is_on_the_dashboard_or_in_a_rule() -> None:
-    """A new metric in shared/runtime/metrics.py needs a panel in shared/runtime/dashboard.py (or a rule)."""
+    """A new metric in shared/runtime/metrics.py needs a panel in services/dashboard.py (or a rule)."""
     used = used_metric_names()
     unused = {family for family, samples in declared_samples().items() if not samples & used}
     assert unused == set()

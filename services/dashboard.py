@@ -1,4 +1,4 @@
-"""The Grafana dashboard for engram, built from code: `python -m shared.runtime.dashboard [PATH]` writes it.
+"""The Grafana dashboard for engram, built from code: `python -m services.dashboard [PATH]` writes it.
 
 The committed copy is deploy/grafana/dashboards/engram.json (a test checks it equals this module's output), so edit
 the panels here and run the module again. Panels read the recording rules of deploy/prometheus/rules where one

@@ -1,4 +1,4 @@
-"""Working memory in three JetStream key-value buckets, shared by every ingestor replica.
+"""Working memory in five JetStream key-value buckets, shared by every replica of every service.
 
 - `<P>_WM_BUFFERS`: one small buffer of references per conversation (buffer.py), changed only by compare-and-set.
 - `<P>_WM_TURNS`: each turn's text under its own key, written before a buffer refers to it and purged once none
@@ -6,6 +6,8 @@
 - `<P>_WM_OPEN`: the open index, one key per conversation with turns waiting in a window (see open_index.py).
 - `<P>_WM_SUMMARIES`: the running summary of a conversation's older recent turns, when they outgrow the summary
   budget (see shared/retrieval/summary.py); forgotten with the conversation, or with any user whose words it holds.
+- `<P>_WM_FORGOTTEN`: the forget marks that keep a turn already in flight from bringing a forgotten one back
+  (see forgotten.py).
 
 Purges leave markers that expire after MARKER_TTL_S (per-message TTL), so deleted keys cost nothing later.
 """
@@ -24,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from engram_client.contract import Turn
 from engram_client.errors import Unavailable
 from shared.errors import ConfigError
-from shared.ingest import buffer as buffers
-from shared.ingest.buffer import Buffer
-from shared.ingest.forgotten import ForgetMarks
-from shared.ingest.open_index import OpenIndex
 from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.runtime import metrics
+from shared.working_memory import buffer as buffers
+from shared.working_memory.buffer import Buffer
+from shared.working_memory.forgotten import ForgetMarks
+from shared.working_memory.open_index import OpenIndex
 
 R = TypeVar("R")
 _CAS_ATTEMPTS = 100

@@ -21,9 +21,9 @@ from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from engram_client import subjects
-from shared.ingest.buffer import Buffer
 from shared.messaging import streams
 from shared.messaging.connection import transient
+from shared.working_memory.buffer import Buffer
 
 
 @dataclass(frozen=True)

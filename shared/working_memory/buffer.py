@@ -1,7 +1,7 @@
 """A conversation's working-memory buffer and its pure state transitions (append, seal, flush, complete).
 
 The buffer holds references only: each turn's stream sequence, never its text, which lives under its own key (see
-working_memory.py). So a buffer's size is bounded by the settings, whatever the turns say (`max_bytes`), and one
+buckets.py). So a buffer's size is bounded by the settings, whatever the turns say (`max_bytes`), and one
 KV value per conversation can never outgrow the server's max_payload.
 
 A window is *sealed* (its turns fixed) in the same compare-and-set write that decides to close it, so two replicas
