@@ -4,6 +4,8 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, test } from "node:test";
 
+import { connect } from "@nats-io/transport-node";
+
 import {
   ERROR_CODES,
   EngramError,
@@ -113,7 +115,8 @@ test("a bad tenant id is refused before anything is sent", async () => {
 });
 
 test("engram's refusals come back as typed errors with their wire codes", async () => {
-  const memory = await client(tenantOf("errors"));
+  const tenant = tenantOf("errors");
+  const memory = await client(tenant);
   const tooLong = await rejectsWith(memory.recall("x".repeat(5_000)), "invalid_request");
   assert.ok(tooLong instanceof InvalidRequest && /query/.test(tooLong.message));
   await rejectsWith(memory.recall("hi", { k: 0 }), "invalid_request");
@@ -126,8 +129,13 @@ test("engram's refusals come back as typed errors with their wire codes", async 
   const missing = await rejectsWith(
     memory.entries({ op: "history", ids: ["00000000-0000-4000-8000-000000000000"] }), "not_found");
   assert.ok(missing instanceof NotFound && !missing.retryable);
-  // No answer in time, and nobody answering at all.
-  await rejectsWith(memory.consolidate({}, 1), "timeout");
+  // No answer in time (a responder that never answers: engram's own reply may beat any short timer on a busy
+  // machine), and nobody answering at all.
+  const silent = await connect({ servers });
+  silent.subscribe(`${memory.prefix}.${tenant}.silent`);
+  await silent.flush();
+  await rejectsWith(memory.rawRequest("silent", "{}", 200), "timeout");
+  await silent.close();
   const nobody = await rejectsWith(memory.rawRequest("nobody-answers-this", "{}"), "unavailable");
   assert.ok(nobody.retryable && nobody.retryAfterMs === undefined);
 });
