@@ -5,6 +5,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
 
 from engram_client import MemoryClient
 from services.stack import Running, running
@@ -95,3 +100,18 @@ async def client(stack: Running) -> AsyncIterator[MemoryClient]:
     """A client SDK for a fresh tenant."""
     async with await MemoryClient.connect(stack.nats_url, unique("tenant")) as memory_client:
         yield memory_client
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """A tracer provider for this process whose spans are kept in memory (each replica's consumer spans name its
+    connection); removed afterwards, so other tests run with tracing off as engram does by default."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    yield exporter
+    provider.shutdown()
+    # OpenTelemetry sets its global provider once per process; its own test utilities reset it the same way.
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None

@@ -1,14 +1,8 @@
 """Two ingestors and two retrievers, each with its own NATS connection, share the load on one NATS server."""
 from collections import Counter
-from collections.abc import Iterator
 
-import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from opentelemetry.util._once import Once
 
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import running
@@ -17,20 +11,6 @@ from shared.store import Scope
 from tests.support.ids import unique
 from tests.support.memory import stored_turn_ids
 from tests.support.turns import conversation
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Spans of this process kept in memory for the test (each replica's consumer spans name its connection)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    yield exporter
-    provider.shutdown()
-    # OpenTelemetry sets its global provider once per process; its own test utilities reset it the same way.
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace._TRACER_PROVIDER = None
 
 
 async def test_replicas_share_the_work_and_each_turn_is_stored_once(e2e_settings: Settings, nats_url: str,

@@ -1,13 +1,9 @@
 """Traces: a turn and a recall each make one trace across the client, NATS (headers) and the services."""
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 
 from engram_client import MemoryClient
 from services.stack import running
@@ -15,21 +11,6 @@ from tests.support.ids import unique
 from tests.support.polling import eventually
 from tests.support.stacks import fast_settings
 from tests.support.turns import conversation
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A tracer provider for this process whose spans are kept in memory; removed afterwards, so other tests run
-    with tracing off as engram does by default."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    yield exporter
-    provider.shutdown()
-    # OpenTelemetry sets its global provider once per process; its own test utilities reset it the same way.
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace._TRACER_PROVIDER = None
 
 
 def _one(found: list[ReadableSpan], name: str) -> ReadableSpan:
