@@ -1,6 +1,7 @@
 """The LLM path of compression: a window's statements and facts from the chat model, checked against the window,
 with the offline compressor's raw episode always kept and the offline rules taking over when the model cannot."""
 from shared.compress.facts import RuleFactExtractor
+from shared.compress.facts.extractor import SPEAKING_ROLES
 from shared.compress.facts.fact import Fact
 from shared.compress.facts.render import draft
 from shared.compress.model import Draft, Window
@@ -10,7 +11,6 @@ from shared.llm import LlmClient, fell_back, prompts
 from shared.llm.schemas import MAX_STATEMENTS, CompressedWindow, ExtractedFacts
 from shared.text import language, scripts
 
-PEOPLE = ("user", "other")  # the roles whose words a statement may remember
 CHINESE_SHARE = 0.2  # of a statement's letters, when the window is Chinese: below it the model wrote another language
 
 
@@ -72,7 +72,7 @@ class LlmCompressor:
         drafts = []
         for statement in answer.statements:
             sources = sorted(set(statement.source_turn_ids), key=order.__getitem__)
-            if not any(by_id[t].role in PEOPLE for t in sources):
+            if not any(by_id[t].role in SPEAKING_ROLES for t in sources):
                 continue  # the assistant's own words (advice, questions) are the episode's, not a person's memory
             # Dated by when it was said, like a fact (its text carries any other date): supersede orders by this,
             # and a statement of a future plan must not outrank what is said later.
@@ -112,7 +112,7 @@ class LlmFactExtractor:
 
     async def extract(self, window: Window) -> list[Draft]:
         """Fact drafts of the window's speaking turns."""
-        speaking = [t for t in window.turns if t.role in ("user", "other")]
+        speaking = [t for t in window.turns if t.role in SPEAKING_ROLES]
         if not speaking:
             return []
         lang = _language(window, self._fallback)
