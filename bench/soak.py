@@ -100,7 +100,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         stop_publish.set()
         await asyncio.gather(*publishing)
         load_s, published = ledger.elapsed(), len(ledger.published)
-        await asyncio.sleep(args.quiet_tail_s)  # the store holds still; recalls and consolidations go on
+        await asyncio.sleep(args.quiet_tail_s)  # no turns published; recalls and consolidations go on
         stop_load.set()
         await asyncio.gather(*load)
         settle_s = await _settle(sampler, tenants, args.settle_timeout_s)
@@ -151,8 +151,9 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration-s", type=float, default=180.0, help="how long the load runs")
     p.add_argument("--quiet-tail-s", type=float, default=0.0,
-                   help="after the load, this long with no turns published (recalls and consolidations go on): "
-                        "the store's size holds still, so memory growth there is growth with time")
+                   help="after the load, this long with no turns published (recalls and consolidations go on): once "
+                        "the last windows are written the store holds still, so memory growth there is growth "
+                        "with time")
     p.add_argument("--rate", type=float, default=15.0, help="turns published per second, over all users")
     p.add_argument("--tenants", type=int, default=3)
     p.add_argument("--users", type=int, default=4, help="users per tenant")

@@ -50,7 +50,7 @@ class Sampler:
     entry_sources: dict[tuple[str, str], list[str]] = field(default_factory=dict)   # (tenant, entry) -> turns
     faded_entries: set[tuple[str, str]] = field(default_factory=set)               # forgotten by retention
     forgotten_reasons: dict[str, int] = field(default_factory=dict)
-    entries_forgotten: int = 0
+    forgotten_entries: set[tuple[str, str]] = field(default_factory=set)
 
     async def open(self) -> None:
         """Connect (reconnecting for ever) and follow every tenant's events."""
@@ -72,7 +72,7 @@ class Sampler:
         elif msg.subject.endswith(".entries_forgotten"):
             reason = str(event.get("reason"))
             self.forgotten_reasons[reason] = self.forgotten_reasons.get(reason, 0) + len(event.get("entry_ids", []))
-            self.entries_forgotten += len(event.get("entry_ids", []))
+            self.forgotten_entries.update((tenant, str(e)) for e in event.get("entry_ids", []))
             if reason != "forget request":  # retention: low_retention, ttl, cap (and rebuilt profiles)
                 self.faded_entries.update((tenant, e) for e in event.get("entry_ids", []))
 
@@ -98,7 +98,7 @@ class Sampler:
                      if key not in self.stored and not self.ledger.forgotten(key[0], user_id, conversation_id))
         found = Sample(t_s=round(self.ledger.elapsed(), 2), published=len(self.ledger.published),
                        stored=len(self.stored), lag=await self.lag(), behind=behind,
-                       entries=len(self.entry_sources) - self.entries_forgotten,
+                       entries=len(self.entry_sources.keys() - self.forgotten_entries),
                        rss_mb=rss_mb(pid) if pid else None, anon_mb=rss_mb(pid, "RssAnon") if pid else None,
                        recalls=len(self.ledger.recalls), recall_errors=sum(self.ledger.recall_errors.values()))
         self.samples.append(found)

@@ -102,7 +102,7 @@ def eval_updates(split: str = typer.Option("dev", "--split", help="dev or dev2 (
 @app.command("story")
 def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. en-015"),
                out: Path = typer.Argument(help="JSONL file of its turns, for `engram ingest`"),  # noqa: B008
-               split: str = typer.Option("dev", "--split", help="the half it is in (dev or test)")) -> None:
+               split: str = typer.Option("dev", "--split", help="the half it is in (dev, dev2 or test)")) -> None:
     """Write one update story's turns as JSONL (user id `<id>`), to ingest it and look at a recall with --explain."""
     if split not in ("dev", "dev2", "test"):
         err.print(f"[red]--split must be dev, dev2 or test, not {split!r}[/red]")

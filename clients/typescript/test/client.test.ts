@@ -132,10 +132,13 @@ test("engram's refusals come back as typed errors with their wire codes", async 
   // No answer in time (a responder that never answers: engram's own reply may beat any short timer on a busy
   // machine), and nobody answering at all.
   const silent = await connect({ servers });
-  silent.subscribe(`${memory.prefix}.${tenant}.silent`);
-  await silent.flush();
-  await rejectsWith(memory.rawRequest("silent", "{}", 200), "timeout");
-  await silent.close();
+  try {
+    silent.subscribe(`${memory.prefix}.${tenant}.silent`);
+    await silent.flush();
+    await rejectsWith(memory.rawRequest("silent", "{}", 200), "timeout");
+  } finally {
+    await silent.close();
+  }
   const nobody = await rejectsWith(memory.rawRequest("nobody-answers-this", "{}"), "unavailable");
   assert.ok(nobody.retryable && nobody.retryAfterMs === undefined);
 });

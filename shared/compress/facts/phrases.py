@@ -6,8 +6,9 @@ from shared.compress.facts.vocabulary import ACTIVITIES, NOT_NAMES
 # Latin letters with their accents and the letters of Central European names ("Wrocław", "Inés", "Łódź"), not
 # only ASCII: a name cut at its first accent ("Wroc") is a wrong fact.
 LETTER = "A-Za-zÀ-ÖØ-öø-ɏ"
-_UPPER = "A-ZÀ-ÖØ-ÞĀ-ɏ"
-_LOWER = "a-zß-öø-ÿĀ-ɏ"
+_EXTENDED = [chr(c) for c in range(0x100, 0x250)]  # Latin Extended-A and -B mix cases letter by letter
+_UPPER = "A-ZÀ-ÖØ-Þ" + "".join(c for c in _EXTENDED if c.isupper())
+_LOWER = "a-zß-öø-ÿ" + "".join(c for c in _EXTENDED if c.islower())
 _WORD = rf"[{_UPPER}][{LETTER}&'-]*[{LETTER}]"
 CAP_WORD = r"(?:St\.|Mt\.|Ft\.|" + _WORD + r")"
 # A run of capitalised words, with the lower-case particles place names carry ("Rio de Janeiro").
