@@ -8,7 +8,9 @@ when its fused score is within the band of the best one. An episode of that band
 (not the same chat, which goes on about other things), that does not repeat the fact's value and was not where it
 was read, outdates it: the fact is marked `outdated_by` that episode, kept (history is never deleted), left out of
 the profile's current lines and ranked below that episode in recall. A fact whose newer evidence goes away (it
-was forgotten) is unmarked. The marks are a pure function of the stored entries.
+was forgotten) is unmarked. The marks are a pure function of the owner's episodes and the facts themselves: BM25
+counts its IDF over those episodes only, since counting the profile too (which the marks shape) made the marks
+flip on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -56,15 +58,40 @@ def _asked(fact: MemoryEntry) -> str:
     return text
 
 
-def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float) -> str | None:
+def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
+    """Each hit's fused score (reciprocal rank fusion, as the engine computes it) with ties sharing their best rank.
+
+    Episodes that score the same in a search (one window kept from two chats; short lines that share only a name
+    with the query) tie there, and the engine breaks the tie by id, which embeds the tenant: without this the same
+    memory would get different marks in different tenants.
+    """
+    def lists(h: ScoredEntry) -> tuple[tuple[int | None, float | None], ...]:
+        return (h.dense_rank, h.dense_score), (h.sparse_rank, h.sparse_score)
+
+    best: list[dict[float, int]] = [{}, {}]  # per search: a score's best (1-based) rank among the hits
+    for hit in hits:
+        for seen, (rank, score) in zip(best, lists(hit), strict=True):
+            if rank is not None and score is not None:
+                seen[score] = min(seen.get(score, rank), rank)
+    def fused(hit: ScoredEntry) -> float:
+        shared = [seen[score] for seen, (rank, score) in zip(best, lists(hit), strict=True)
+                  if rank is not None and score is not None]
+        return sum(1.0 / (rrf_k + rank - 1) for rank in shared) if shared else hit.score
+
+    return {hit.entry.id: fused(hit) for hit in hits}
+
+
+def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int = 3) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
-    first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it."""
+    first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it.
+    Scores are fused with ties sharing their rank (see `shared_ranks`), when the hits carry their ranks."""
     if not hits or not band:
         return None
-    best = max(h.score for h in hits) or 1.0
-    for hit in sorted(hits, key=lambda h: (-h.score, h.entry.id)):
+    score = shared_ranks(hits, rrf_k)
+    best = max(score.values()) or 1.0
+    for hit in sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.id)):
         episode = hit.entry
-        if (hit.score >= (1.0 - band) * best and episode.occurred_at >= fact.occurred_at + MIN_GAP
+        if (score[episode.id] >= (1.0 - band) * best and episode.occurred_at >= fact.occurred_at + MIN_GAP
                 and not _repeats(fact, episode)):
             return episode.id
     return None
@@ -80,11 +107,12 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
         return out
     episodes = EntryFilter(kinds=["episodic"], include_merged=False)
     searches = [HybridSearch(vectors=Vectors(dense=f.dense, sparse=sparse.query(_asked(f.entry))),
-                             limit=CANDIDATES, entry_filter=episodes, prefetch_limit=CANDIDATES * 2, rrf_k=rrf_k)
+                             limit=CANDIDATES, entry_filter=episodes, prefetch_limit=CANDIDATES * 2, rrf_k=rrf_k,
+                             idf_corpus=episodes)
                 for f in usable]
-    found = await store.hybrid_batch(scope, searches)
+    found = await store.hybrid_batch(scope, searches, explain=True)
     for fact, hits in zip(usable, found, strict=True):
-        wanted = mark(fact.entry, hits, band)
+        wanted = mark(fact.entry, hits, band, rrf_k)
         if fact.entry.outdated_by != wanted:
             out.append(Change(entry=fact.entry, payload={"outdated_by": wanted}))
     return out

@@ -181,6 +181,9 @@ class HybridSearch(BaseModel):
     rrf_k: int = 3
     boosts: list[Boost] = Field(default_factory=list)
     candidates: int = 0
+    # The entries of the scope BM25 counts its IDF over; None: all of them. A job whose result feeds back into the
+    # scope (profiles, facts) counts over what it reads only, so that running it again finds the same.
+    idf_corpus: EntryFilter | None = None
 
 
 class ScoredEntry(BaseModel):

@@ -28,8 +28,10 @@ class Store(Protocol):
         """Dense and sparse prefetch fused (RRF) in the store, then `boosts` applied to the best `candidates`
         fused hits (at least `limit`) in the store; with explain, each hit's per-search ranks."""
 
-    async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch]) -> list[list[ScoredEntry]]:
-        """Several hybrid searches in one round trip to the engine, each under the scope's filter, in order."""
+    async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch],
+                           explain: bool = False) -> list[list[ScoredEntry]]:
+        """Several hybrid searches in one round trip to the engine, each under the scope's filter, in order; with
+        `explain`, each hit carries its rank and score in the dense and the sparse search."""
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:

@@ -199,6 +199,27 @@ async def test_one_run_and_ten_runs_give_the_same_memory(client: MemoryClient) -
     assert snapshot(await everything(client, "ana")) == once
 
 
+async def test_runs_settle_when_the_profile_repeats_the_words_of_its_facts(client: MemoryClient) -> None:
+    """A short story told one line a chat, twice more in one chat each: the second run changes nothing. (The outdated
+    marks once counted BM25's IDF over the profile too, which the marks shape, so they flipped on every run and the
+    profile with them.)"""
+    lines = [("Ana", "I live in Lisbon."), ("Bo", "Nice."), ("Ana", "I work at Google."), ("Bo", "Cool."),
+             ("Ana", "I moved to Porto."), ("Bo", "Wow."), ("Ana", "I love hiking."), ("Bo", "Same.")]
+    turns = [t for i, line in enumerate(lines)
+             for t in conversation([line], f"c{i}", MAY + timedelta(days=20 * i), user_id="ana")]
+    for name, at in (("again", MAY), ("twice", MAY + timedelta(hours=2))):
+        turns += [t.model_copy(update={"conversation_id": name, "turn_id": f"{name}-{i}"})
+                  for i, t in enumerate(conversation(lines, "x", at, user_id="ana"))]
+    await store_all(client, turns)
+    await client.consolidate()
+    once = snapshot(await everything(client, "ana"))
+    for _ in range(3):
+        again = await client.consolidate()
+        assert (again.superseded, again.merged, again.forgotten, again.profiles_updated, again.scored) == \
+            (0, 0, 0, 0, 0), again
+        assert snapshot(await everything(client, "ana")) == once
+
+
 async def test_a_recalled_entry_records_its_use(client: MemoryClient, stack: Running) -> None:
     """An entry a recall returned has its access count and last-accessed time recorded once the usage is flushed."""
     await store_all(client, conversation(BEFORE, "s1", MAY, user_id="ana"))

@@ -128,6 +128,31 @@ async def test_bm25_idf_counts_only_the_scope_s_own_entries(store: Store) -> Non
     assert await score(Scope(tenant_id=mine)) < by_tenant  # the tenant's own statistics did change
 
 
+async def test_a_search_can_count_idf_over_the_entries_it_names(store: Store) -> None:
+    """With `idf_corpus`, a hybrid search's BM25 counts IDF over those entries of the scope only: facts that repeat an
+    episode's word a great deal leave the episodes' fused scores unchanged, where without it they move them."""
+    tenant = unique("t")
+    scope, episodes = Scope(tenant_id=tenant), EntryFilter(kinds=["episodic"])
+    # Dense ranks a, b, c (no ties); "a" holds the rare term 1, "b" holds term 3 twice as strongly.
+    await store.upsert([item(tenant, ["a"], dense=[1, 0, 0, 0], terms=[1, 2], text="a"),
+                        item(tenant, ["b"], dense=[0.8, 0.6, 0, 0], terms=[3], weights=[2.0], text="b"),
+                        item(tenant, ["c"], dense=[0.6, 0.8, 0, 0], terms=[4], text="c")])
+
+    async def fused() -> dict[str, dict[str, float]]:
+        found = await store.hybrid_batch(scope, [
+            HybridSearch(vectors=query([1, 0, 0, 0], [1, 3]), limit=5, entry_filter=episodes, idf_corpus=episodes),
+            HybridSearch(vectors=query([1, 0, 0, 0], [1, 3]), limit=5, entry_filter=episodes)])
+        return {name: {h.entry.text: round(h.score, 6) for h in hits}
+                for name, hits in zip(("corpus", "scope"), found, strict=True)}
+
+    before = await fused()
+    await store.upsert([item(tenant, [f"f{i}"], dense=[0, 0, 0, 1], terms=[3], kind="fact", text=f"f{i}")
+                        for i in range(30)])
+    after = await fused()
+    assert after["corpus"] == before["corpus"]
+    assert after["scope"] != before["scope"], (before, after)  # term 3 is common now: "a" outranks "b" in BM25
+
+
 async def test_payload_filters(store: Store) -> None:
     """Entries are filtered by persons (any of), kind, topic, location, a time range, and whether they are
     superseded, in scroll, query and count alike."""
@@ -386,8 +411,8 @@ async def test_kind_counts_count_every_tenants_entries_by_kind(store: Store) -> 
 
 
 async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_in_scope(store: Store) -> None:
-    """A batch of hybrid searches answers each search as a single query would, keeps to the tenant's scope, and an
-    empty batch answers empty."""
+    """A batch of hybrid searches answers each search as a single query would (with the same ranks when explained),
+    keeps to the tenant's scope, and an empty batch answers empty."""
     mine, theirs = unique("t"), unique("t")
     await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], text="first"),
                         item(mine, ["b"], dense=[0, 1, 0, 0], terms=[2], text="second"),
@@ -400,6 +425,10 @@ async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_
     assert [[h.entry.text for h in hits] for hits in batch] == [["first"], ["second"], ["first", "second"]]
     single = await store.hybrid_query(scope, query([0, 1, 0, 0], [2]), limit=1)
     assert [h.entry.id for h in single] == [h.entry.id for h in batch[1]]
+    explained = await store.hybrid_batch(scope, searches, explain=True)
+    one = await store.hybrid_query(scope, query([1, 0, 0, 0], [1]), limit=5, explain=True)
+    assert explained[2] == one and explained[0] == one[:1]
+    assert [(h.dense_rank, h.sparse_rank) for h in one] == [(1, 1), (2, None)]
     assert await store.hybrid_batch(scope, []) == []
 
 

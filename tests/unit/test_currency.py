@@ -148,3 +148,27 @@ def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_
     assert outdated.mark(fact, [source, later_that_day, again, small_talk], band=0.5) is None
     assert outdated.mark(fact, [source, again, moved, small_talk], band=0.5) == "new flat in Graz"
     assert outdated.mark(fact, [], band=0.5) is None
+
+
+def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> None:
+    """Two episodes with the same BM25 score tie; the engine orders them by id (which embeds the tenant), so the
+    outdated job gives both the better rank: the fused scores and the mark are the same whichever comes first."""
+    fact = hit("Ana lives in Porto", 2.0, 0, kind="fact", value="Porto", source_turn_ids=["t1"]).entry
+    source = ScoredEntry(entry=hit("window of t1", 0, 0, source_turn_ids=["t1"]).entry, score=1 / 3 + 1 / 3,
+                         dense_rank=1, dense_score=0.9, sparse_rank=1, sparse_score=2.0)
+    again = hit("still in Porto", 0, 120, source_turn_ids=["t5"]).entry  # repeats the value: never outdates
+    moved = hit("the new flat", 0, 150, source_turn_ids=["t9"]).entry
+
+    def engine(sparse_order: tuple[MemoryEntry, MemoryEntry]) -> list[ScoredEntry]:
+        """Dense ranks again 2, moved 3; in BM25 both score 1.0, ranked 2 and 3 in the order given."""
+        dense = {again.id: (2, 0.8), moved.id: (3, 0.7)}
+        sparse = {e.id: rank for rank, e in enumerate(sparse_order, start=2)}
+        return [source] + [ScoredEntry(entry=e, score=1 / (2 + dense[e.id][0]) + 1 / (2 + sparse[e.id]),
+                                       dense_rank=dense[e.id][0], dense_score=dense[e.id][1],
+                                       sparse_rank=sparse[e.id], sparse_score=1.0) for e in (again, moved)]
+
+    one, other = engine((again, moved)), engine((moved, again))
+    assert outdated.shared_ranks(one, rrf_k=3) == outdated.shared_ranks(other, rrf_k=3)
+    assert outdated.shared_ranks(one, rrf_k=3)[moved.id] == pytest.approx(1 / 5 + 1 / 4)
+    # moved is in the band with the better of the tied ranks (0.45 against 0.667 x 0.65 = 0.433), not with the worse.
+    assert [outdated.mark(fact, hits, band=0.35, rrf_k=3) for hits in (one, other)] == [moved.id, moved.id]
