@@ -59,37 +59,53 @@ def _asked(fact: MemoryEntry) -> str:
 
 
 def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
-    """Each hit's fused score (reciprocal rank fusion, as the engine computes it) with ties sharing their best rank.
+    """Each hit's fused score (reciprocal rank fusion, as the engine computes it) with ties sharing their best rank;
+    the engine's own scores when the hits carry no ranks (a search not explained).
 
     Episodes that score the same in a search (one window kept from two chats; short lines that share only a name
     with the query) tie there, and the engine breaks the tie by id, which embeds the tenant: without this the same
     memory would get different marks in different tenants.
-    """
-    def lists(h: ScoredEntry) -> tuple[tuple[int | None, float | None], ...]:
-        return (h.dense_rank, h.dense_score), (h.sparse_rank, h.sparse_score)
 
+    Raises:
+        ValueError: some hits carry ranks and others none (two scales that cannot be compared).
+    """
+    def lists(h: ScoredEntry) -> list[tuple[int, float]]:
+        return [(rank, score) for rank, score in ((h.dense_rank, h.dense_score), (h.sparse_rank, h.sparse_score))
+                if rank is not None and score is not None]
+
+    ranked = [bool(lists(h)) for h in hits]
+    if not any(ranked):
+        return {h.entry.id: h.score for h in hits}
+    if not all(ranked):
+        raise ValueError("hits with and without their ranks in the dense and sparse searches cannot be compared")
     best: list[dict[float, int]] = [{}, {}]  # per search: a score's best (1-based) rank among the hits
+
+    def searches(h: ScoredEntry) -> list[tuple[dict[float, int], int | None, float | None]]:
+        return [(best[0], h.dense_rank, h.dense_score), (best[1], h.sparse_rank, h.sparse_score)]
+
     for hit in hits:
-        for seen, (rank, score) in zip(best, lists(hit), strict=True):
+        for seen, rank, score in searches(hit):
             if rank is not None and score is not None:
                 seen[score] = min(seen.get(score, rank), rank)
-    def fused(hit: ScoredEntry) -> float:
-        shared = [seen[score] for seen, (rank, score) in zip(best, lists(hit), strict=True)
-                  if rank is not None and score is not None]
-        return sum(1.0 / (rrf_k + rank - 1) for rank in shared) if shared else hit.score
-
-    return {hit.entry.id: fused(hit) for hit in hits}
+    return {hit.entry.id: sum(1.0 / (rrf_k + seen[score] - 1) for seen, rank, score in searches(hit)
+                              if rank is not None and score is not None)
+            for hit in hits}
 
 
-def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int = 3) -> str | None:
+def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
     first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it.
-    Scores are fused with ties sharing their rank (see `shared_ranks`), when the hits carry their ranks."""
+
+    Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
+    is named, then by conversation and turns: the same memory names the same episode in any tenant.
+    """
     if not hits or not band:
         return None
     score = shared_ranks(hits, rrf_k)
     best = max(score.values()) or 1.0
-    for hit in sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.id)):
+    order = sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
+                                        h.entry.source_turn_ids, h.entry.id))
+    for hit in order:
         episode = hit.entry
         if (score[episode.id] >= (1.0 - band) * best and episode.occurred_at >= fact.occurred_at + MIN_GAP
                 and not _repeats(fact, episode)):

@@ -143,14 +143,21 @@ class EdgeStore(ByIdMixin):
             await self._write(qe.UpdateOperation.upsert_points([_point(i) for i in items]))
 
     @staticmethod
-    def _hybrid(scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qe.QueryRequest:
+    def _lists(scope: Scope, search: HybridSearch) -> list[dict[str, Any]]:
+        """The dense and the sparse search a hybrid search fuses, as the arguments of a prefetch or a request (one
+        place, so that an explained rank is the rank the fusion saw)."""
         flt = _filter(scope, search.entry_filter)
         vectors = search.vectors
         sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
-        searches = [qe.Prefetch(limit=search.prefetch_limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE),
-                                filter=flt),
-                    qe.Prefetch(limit=search.prefetch_limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
-                                params=_scope_idf(scope, search.idf_corpus))]
+        return [{"limit": search.prefetch_limit, "query": qe.Query.Nearest(list(vectors.dense), using=DENSE),
+                 "filter": flt},
+                {"limit": search.prefetch_limit, "query": qe.Query.Nearest(sparse, using=SPARSE), "filter": flt,
+                 "params": _scope_idf(scope, search.idf_corpus)}]
+
+    @classmethod
+    def _hybrid(cls, scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qe.QueryRequest:
+        flt = _filter(scope, search.entry_filter)
+        searches = [qe.Prefetch(**arguments) for arguments in cls._lists(scope, search)]
         if search.boosts:
             fused_stage = qe.Prefetch(limit=max(search.limit, search.candidates),
                                       query=qe.Fusion.Rrf(k=search.rrf_k),  # type: ignore[arg-type]
@@ -160,16 +167,10 @@ class EdgeStore(ByIdMixin):
                                filter=flt, with_payload=True, with_vector=[DENSE] if with_vectors else False,
                                prefetches=searches)
 
-    @staticmethod
-    def _alone(scope: Scope, search: HybridSearch) -> list[qe.QueryRequest]:
+    @classmethod
+    def _alone(cls, scope: Scope, search: HybridSearch) -> list[qe.QueryRequest]:
         """The search's dense and sparse prefetches run on their own, for their ranks and scores."""
-        flt = _filter(scope, search.entry_filter)
-        vectors = search.vectors
-        sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
-        return [qe.QueryRequest(limit=search.prefetch_limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE),
-                                filter=flt),
-                qe.QueryRequest(limit=search.prefetch_limit, query=qe.Query.Nearest(sparse, using=SPARSE),
-                                filter=flt, params=_scope_idf(scope, search.idf_corpus))]
+        return [qe.QueryRequest(**arguments) for arguments in cls._lists(scope, search)]
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),

@@ -139,12 +139,18 @@ class ClientStore(ByIdMixin):
             await self._client.upsert(self._collection, points=points, wait=True)
 
     @staticmethod
-    def _hybrid(scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qm.QueryRequest:
+    def _lists(scope: Scope, search: HybridSearch) -> list[dict[str, Any]]:
+        """The dense and the sparse search a hybrid search fuses, as the arguments of a prefetch or a request (one
+        place, so that an explained rank is the rank the fusion saw)."""
         flt = _filter(scope, search.entry_filter)
-        vectors = search.vectors
-        searches = [qm.Prefetch(query=list(vectors.dense), using=DENSE, limit=search.prefetch_limit, filter=flt),
-                    qm.Prefetch(query=_sparse(vectors), using=SPARSE, limit=search.prefetch_limit, filter=flt,
-                                params=_scope_idf(scope, search.idf_corpus))]
+        return [{"query": list(search.vectors.dense), "using": DENSE, "limit": search.prefetch_limit, "filter": flt},
+                {"query": _sparse(search.vectors), "using": SPARSE, "limit": search.prefetch_limit, "filter": flt,
+                 "params": _scope_idf(scope, search.idf_corpus)}]
+
+    @classmethod
+    def _hybrid(cls, scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qm.QueryRequest:
+        flt = _filter(scope, search.entry_filter)
+        searches = [qm.Prefetch(**arguments) for arguments in cls._lists(scope, search)]
         rrf = qm.RrfQuery(rrf=qm.Rrf(k=search.rrf_k))
         vector = [DENSE] if with_vectors else False
         if search.boosts:
@@ -154,13 +160,10 @@ class ClientStore(ByIdMixin):
         return qm.QueryRequest(query=rrf, filter=flt, limit=search.limit, with_payload=True, with_vector=vector,
                                prefetch=searches)
 
-    @staticmethod
-    def _alone(scope: Scope, search: HybridSearch) -> list[qm.QueryRequest]:
+    @classmethod
+    def _alone(cls, scope: Scope, search: HybridSearch) -> list[qm.QueryRequest]:
         """The search's dense and sparse prefetches run on their own, for their ranks and scores."""
-        flt = _filter(scope, search.entry_filter)
-        return [qm.QueryRequest(query=list(search.vectors.dense), using=DENSE, limit=search.prefetch_limit, filter=flt),
-                qm.QueryRequest(query=_sparse(search.vectors), using=SPARSE, limit=search.prefetch_limit, filter=flt,
-                                params=_scope_idf(scope, search.idf_corpus))]
+        return [qm.QueryRequest(**arguments) for arguments in cls._lists(scope, search)]
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),

@@ -10,7 +10,7 @@ from engram_client.contract import EntryView
 from services.stack import Running
 from shared.store import EntryFilter, Scope
 from tests.support.ids import unique
-from tests.support.memory import store_all
+from tests.support.memory import memory_without_ids, store_all
 from tests.support.polling import eventually
 from tests.support.turns import conversation
 
@@ -179,6 +179,17 @@ async def test_the_profile_gathers_stated_preferences_in_english_and_chinese(cli
     assert all(e.kind != "profile" for e in unrelated.entries)
 
 
+async def settled(client: MemoryClient, runs: int) -> list[dict[str, Any]]:
+    """The memory after one more consolidation, having checked that `runs` more change nothing at all."""
+    once = snapshot(await everything(client, "ana"))
+    for _ in range(runs):
+        again = await client.consolidate()
+        assert (again.superseded, again.merged, again.forgotten, again.profiles_updated, again.scored) == \
+            (0, 0, 0, 0, 0), again
+        assert snapshot(await everything(client, "ana")) == once
+    return once
+
+
 async def test_one_run_and_ten_runs_give_the_same_memory(client: MemoryClient) -> None:
     """Nine more consolidation runs after the first change nothing: every count is zero and the memory equals the one
     the first run left."""
@@ -189,20 +200,16 @@ async def test_one_run_and_ten_runs_give_the_same_memory(client: MemoryClient) -
                 for i, t in enumerate(conversation(AFTER, "s2", SEPTEMBER, user_id="ana"))])
     await store_all(client, turns)
     first = await client.consolidate()
-    once = snapshot(await everything(client, "ana"))
     assert first.merged and first.forgotten and first.profiles_updated, first
+    once = await settled(client, 9)
     assert any(v["superseded_by"] for v in once)  # (superseded as the facts were written)
-    for _ in range(9):
-        again = await client.consolidate()
-        assert (again.superseded, again.merged, again.forgotten, again.profiles_updated, again.scored) == \
-            (0, 0, 0, 0, 0), again
-    assert snapshot(await everything(client, "ana")) == once
 
 
-async def test_runs_settle_when_the_profile_repeats_the_words_of_its_facts(client: MemoryClient) -> None:
-    """A short story told one line a chat, twice more in one chat each: the second run changes nothing. (The outdated
-    marks once counted BM25's IDF over the profile too, which the marks shape, so they flipped on every run and the
-    profile with them.)"""
+async def test_runs_settle_and_agree_across_tenants_when_the_profile_repeats_its_facts(stack: Running) -> None:
+    """A short story told one line a chat, and twice more in one chat each, stored in six tenants: in each the second
+    run changes nothing, and all six end with the same memory. (The outdated marks once counted BM25's IDF over the
+    profile too, which the marks shape, so they flipped on every run; and the engine breaks ties by id, which
+    embeds the tenant, so the same story got a different profile in about half the tenants.)"""
     lines = [("Ana", "I live in Lisbon."), ("Bo", "Nice."), ("Ana", "I work at Google."), ("Bo", "Cool."),
              ("Ana", "I moved to Porto."), ("Bo", "Wow."), ("Ana", "I love hiking."), ("Bo", "Same.")]
     turns = [t for i, line in enumerate(lines)
@@ -210,14 +217,14 @@ async def test_runs_settle_when_the_profile_repeats_the_words_of_its_facts(clien
     for name, at in (("again", MAY), ("twice", MAY + timedelta(hours=2))):
         turns += [t.model_copy(update={"conversation_id": name, "turn_id": f"{name}-{i}"})
                   for i, t in enumerate(conversation(lines, "x", at, user_id="ana"))]
-    await store_all(client, turns)
-    await client.consolidate()
-    once = snapshot(await everything(client, "ana"))
-    for _ in range(3):
-        again = await client.consolidate()
-        assert (again.superseded, again.merged, again.forgotten, again.profiles_updated, again.scored) == \
-            (0, 0, 0, 0, 0), again
-        assert snapshot(await everything(client, "ana")) == once
+    memories = []
+    for _ in range(6):
+        async with await MemoryClient.connect(stack.nats_url, unique("tenant")) as client:
+            await store_all(client, turns)
+            await client.consolidate()
+            memories.append(memory_without_ids(await everything(client, "ana")))
+            await settled(client, 2)
+    assert all(m == memories[0] for m in memories), [[e for e in m if e[0] == "profile"] for m in memories]
 
 
 async def test_a_recalled_entry_records_its_use(client: MemoryClient, stack: Running) -> None:

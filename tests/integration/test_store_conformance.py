@@ -1,4 +1,5 @@
 """One conformance suite, run unchanged against Qdrant Edge and qdrant-client's local mode."""
+import random
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -7,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 from qdrant_client import AsyncQdrantClient
 
+from shared.consolidation import outdated
 from shared.errors import ConfigError
 from shared.store import (
     Boost,
@@ -151,6 +153,26 @@ async def test_a_search_can_count_idf_over_the_entries_it_names(store: Store) ->
     after = await fused()
     assert after["corpus"] == before["corpus"]
     assert after["scope"] != before["scope"], (before, after)  # term 3 is common now: "a" outranks "b" in BM25
+
+
+@pytest.mark.parametrize("idf_corpus", [None, EntryFilter(kinds=["episodic"])])
+async def test_explained_ranks_give_back_the_fused_scores(store: Store, idf_corpus: EntryFilter | None) -> None:
+    """The ranks an explained batch reports are the ones the fusion saw: reciprocal rank fusion over them gives the
+    engine's fused score of every hit, for any k, with the IDF over the scope or over a part of it."""
+    rnd = random.Random(1)
+    tenant = unique("t")
+    await store.upsert([item(tenant, [f"e{i}"], dense=[rnd.random() for _ in range(4)],
+                             terms=rnd.sample(range(1, 9), 3), weights=[rnd.random() + 0.1 for _ in range(3)])
+                        for i in range(40)]
+                       + [item(tenant, [f"f{i}"], dense=[0, 0, 0, 1], terms=[2], kind="fact") for i in range(20)])
+    for k in (1, 3, 60):
+        search = HybridSearch(vectors=Vectors(dense=[0.3, 0.5, 0.1, 0.9], sparse=SparseVector(
+            indices=[1, 2, 3], values=[1.0, 1.0, 1.0])), limit=10, prefetch_limit=20, rrf_k=k,
+            entry_filter=EntryFilter(kinds=["episodic"]), idf_corpus=idf_corpus)
+        [hits] = await store.hybrid_batch(Scope(tenant_id=tenant), [search], explain=True)
+        assert len(hits) == 10
+        fused = outdated.shared_ranks(hits, k)  # (random weights: no two hits tie)
+        assert all(fused[h.entry.id] == pytest.approx(h.score, rel=1e-5) for h in hits), k
 
 
 async def test_payload_filters(store: Store) -> None:

@@ -23,14 +23,15 @@ async def stored_turn_ids(store: Store, tenant: str) -> list[str]:
 
 def memory_without_ids(views: list[EntryView]) -> list[tuple[Any, ...]]:
     """A tenant's memory without its ids (which embed the tenant), for comparing two tenants given the same turns:
-    each entry's kind, text, sources, importance, and the texts of what superseded it or it was merged into."""
+    each entry's kind, text, sources, importance, and the texts of what superseded it, it was merged into, or may
+    have outdated it."""
     by_id = {v.id: v for v in views}
 
     def text_of(entry_id: str | None) -> str | None:
         return by_id[entry_id].text if entry_id in by_id else entry_id
 
     return sorted((v.kind, v.text, tuple(v.source_turn_ids), text_of(v.superseded_by), text_of(v.merged_into),
-                   v.importance) for v in views)
+                   v.importance, text_of(v.outdated_by)) for v in views)
 
 
 async def store_all(client: MemoryClient, turns: list[Turn], timeout_s: float = 60.0) -> None:

@@ -145,9 +145,9 @@ def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_
     again = hit("still love Vienna", 0.9, 90, source_turn_ids=["t5"])
     moved = hit("new flat in Graz", 0.6, 180, source_turn_ids=["t9"])
     small_talk = hit("thanks, bye", 0.3, 200, source_turn_ids=["t12"])
-    assert outdated.mark(fact, [source, later_that_day, again, small_talk], band=0.5) is None
-    assert outdated.mark(fact, [source, again, moved, small_talk], band=0.5) == "new flat in Graz"
-    assert outdated.mark(fact, [], band=0.5) is None
+    assert outdated.mark(fact, [source, later_that_day, again, small_talk], band=0.5, rrf_k=3) is None
+    assert outdated.mark(fact, [source, again, moved, small_talk], band=0.5, rrf_k=3) == "new flat in Graz"
+    assert outdated.mark(fact, [], band=0.5, rrf_k=3) is None
 
 
 def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> None:
@@ -172,3 +172,12 @@ def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> 
     assert outdated.shared_ranks(one, rrf_k=3)[moved.id] == pytest.approx(1 / 5 + 1 / 4)
     # moved is in the band with the better of the tied ranks (0.45 against 0.667 x 0.65 = 0.433), not with the worse.
     assert [outdated.mark(fact, hits, band=0.35, rrf_k=3) for hits in (one, other)] == [moved.id, moved.id]
+
+
+def test_hits_with_and_without_ranks_are_not_compared() -> None:
+    """Fused scores from ranks and the engine's own scores are two scales: a mix of explained and unexplained hits is
+    refused rather than compared."""
+    explained = ScoredEntry(entry=hit("a", 0, 0).entry, score=0.5, dense_rank=1, dense_score=0.9)
+    with pytest.raises(ValueError, match="cannot be compared"):
+        outdated.shared_ranks([explained, hit("b", 0.4, 0)], rrf_k=3)
+    assert outdated.shared_ranks([hit("b", 0.4, 0)], rrf_k=3) == {"b": 0.4}

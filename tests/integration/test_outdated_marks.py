@@ -1,0 +1,59 @@
+"""The outdated marks against the real store: what they depend on, and what they must not."""
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.consolidation import outdated
+from shared.embedding import Bm25Encoder
+from shared.store import EdgeStore, MemoryEntry, Scope, StoredEntry, Vectors, entry_id
+from tests.support.ids import unique
+from tests.support.store import T0
+
+BM25 = Bm25Encoder("english")
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[EdgeStore]:
+    opened = EdgeStore.open(tmp_path / "qdrant", 4)
+    yield opened
+    await opened.close()
+
+
+def stored(tenant: str, name: str, text: str, dense: list[float], days: int, kind: str = "episodic",
+           **payload: object) -> StoredEntry:
+    """An entry of user u1 in its own conversation (the source's is c-source), `days` after T0, with BM25 terms."""
+    conversation = "c-source" if name in ("fact", "source") else f"c-{name}"
+    when = T0 + timedelta(days=days)
+    entry = MemoryEntry(id=entry_id(tenant, conversation, [name]), tenant_id=tenant, user_id="u1",
+                        conversation_id=conversation, kind=kind, text=text, occurred_at=when,  # type: ignore[arg-type]
+                        created_at=when, updated_at=when,
+                        source_turn_ids=["s"] if name in ("fact", "source") else [name], **payload)  # type: ignore[arg-type]
+    return StoredEntry(entry=entry, vectors=Vectors(dense=dense, sparse=BM25.document(text, "english")))
+
+
+async def test_the_marks_count_idf_over_the_episodes_only(store: EdgeStore) -> None:
+    """Facts and profiles that repeat a word of the fact (as a profile repeats its facts) leave the marks as they
+    were: the newer episode that shares the rarer word with the fact outdates it before and after."""
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant, user_id="u1")
+    fact = stored(tenant, "fact", "Lena lives in Vienna (stated 8 May 2023)", [1, 0, 0, 0], 0, kind="fact",
+                  value="Vienna")
+    # Dense ranks: source, moved, small talk. In BM25 "moved" and "small talk" tie (one query word each, and the
+    # two words are equally common among the episodes): they share the better rank, and "moved" is in the band.
+    await store.upsert([stored(tenant, "source", "Lena lives in Vienna", [1, 0, 0, 0], 0),
+                        stored(tenant, "moved", "lives bought paint", [0.8, 0.6, 0, 0], 100),
+                        stored(tenant, "talk", "Lena bought paint", [0.6, 0.8, 0, 0], 120), fact])
+    items = [outdated.Item(fact.entry, list(fact.vectors.dense))]
+
+    async def marks() -> list[object]:
+        return [c.payload.get("outdated_by") for c in await outdated.changes(store, scope, items, BM25, band=0.3,
+                                                                             rrf_k=3)]
+
+    before = await marks()
+    assert before == [entry_id(tenant, "c-moved", ["moved"])]
+    # Thirty derived claims that say "lives" make it a common word of the scope, not of the episodes.
+    await store.upsert([stored(tenant, f"claim{i}", f"Ana lives here {i}", [0, 0, 0, 1], 130, kind="fact")
+                        for i in range(30)])
+    assert await marks() == before
