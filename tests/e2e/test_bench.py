@@ -57,3 +57,17 @@ async def test_sweep_bench_times_idle_detection_against_the_old_full_sweep(tmp_p
     assert sweep["sweep_nothing_due"]["read"] == 0 and sweep["sweep_all_open_due"]["read"] == 100
     assert sweep["old_sweep_every_key"]["read"] == 600
     assert "idle detection" in out
+
+
+async def test_store_growth_bench_samples_the_store_s_memory_every_tenth() -> None:
+    """`python -m bench.store_growth` writes the entries it is asked for and reports ten samples of anonymous memory
+    (none larger after the allocator's trim than before it) and the figure per entry of the last one."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.store_growth", "--entries", "200",
+                                                "--text-words", "20", stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
+    assert proc.returncode == 0, out.decode()
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    assert [r["entries"] for r in result["rows"]] == list(range(20, 201, 20))
+    assert all(r["after_trim_mb"] <= r["anon_mb"] for r in result["rows"])
+    assert result["entries"] == 200 and result["kb_per_entry"] == round(result["rows"][-1]["anon_mb"] * 1024 / 200, 2)
