@@ -1,6 +1,6 @@
 """`engram eval locomo`: publish LoCoMo conversations through NATS, ask every question, score against baselines."""
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, get_args
 
 import typer
 
@@ -84,6 +84,14 @@ async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: 
     console.print(f"wrote {path}")
 
 
+def _check_split(split: str) -> None:
+    """Exit with a clear message unless `split` names a half of the update stories."""
+    halves = get_args(updates.Split)
+    if split not in halves:
+        err.print(f"[red]--split must be one of {', '.join(halves)}, not {split!r}[/red]")
+        raise typer.Exit(2)
+
+
 @app.command("updates")
 def eval_updates(split: str = typer.Option("dev", "--split", help="dev or dev2 (tune on them) or test (measure only)"),
                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
@@ -92,9 +100,7 @@ def eval_updates(split: str = typer.Option("dev", "--split", help="dev or dev2 (
                                                   help="run the consolidation jobs before asking"),
                  out: Path = typer.Option(Path("eval-out"), "--out", help="folder for updates-<split>.json")) -> None:  # noqa: B008
     """Publish the update stories through NATS, consolidate, ask about now, before and what never changed."""
-    if split not in ("dev", "dev2", "test"):
-        err.print(f"[red]--split must be dev, dev2 or test, not {split!r}[/red]")
-        raise typer.Exit(2)
+    _check_split(split)
     settings = load_settings()
     run(_eval_updates(settings, split, mode, k, consolidate, out))  # type: ignore[arg-type]
 
@@ -104,9 +110,7 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
                out: Path = typer.Argument(help="JSONL file of its turns, for `engram ingest`"),  # noqa: B008
                split: str = typer.Option("dev", "--split", help="the half it is in (dev, dev2 or test)")) -> None:
     """Write one update story's turns as JSONL (user id `<id>`), to ingest it and look at a recall with --explain."""
-    if split not in ("dev", "dev2", "test"):
-        err.print(f"[red]--split must be dev, dev2 or test, not {split!r}[/red]")
-        raise typer.Exit(2)
+    _check_split(split)
     stories = {s.id: s for s in updates.load(updates.split_path(split))}  # type: ignore[arg-type]
     story = stories.get(story_id)
     if story is None:
