@@ -1,16 +1,21 @@
-"""`python -m bench.store_growth [--entries N] [--text-words W]`: how the process that writes entries into Qdrant
-Edge grows, entry by entry, and how much of it the allocator could give back.
+"""`python -m bench.store_growth [--entries N] [--text-words W] [--rewrites R]`: how the process that writes entries
+into Qdrant Edge grows, entry by entry, and how much of it the allocator could give back; then how the store's
+folder grows when the same entries' payloads are rewritten, as a recall's bookkeeping does.
 
 The soak's heap grew with the windows written and held flat for a while after; this measures the store alone, in
 one fresh process, one entry per upsert (as the closer writes a window): anonymous memory (`RssAnon`, the
 engine's own heap) every tenth of the way, and again after `malloc_trim(0)` asks glibc to return what is free
 (the trim stays in effect: the next tenth grows from there).
-Prints a table and, on the last line, the figures as JSON.
+Then `--rewrites` payload updates of 10 entries each (`access_count`, `last_accessed_at`: what recording a
+recall's use writes), with the store's folder size and file-backed memory (`RssFile`) before and after: the store
+holds the same entries, so any growth there is growth with traffic, not with what is stored.
+Prints the tables and, on the last line, the figures as JSON.
 """
 import argparse
 import asyncio
 import ctypes
 import json
+import subprocess
 import tempfile
 import uuid
 from datetime import UTC, datetime
@@ -24,7 +29,7 @@ from rich.table import Table
 from bench.memory import status_mb
 from bench.scale import DIM, _unit, _words
 from shared.embedding import Bm25Encoder
-from shared.store import EdgeStore, MemoryEntry, StoredEntry, Vectors
+from shared.store import EdgeStore, MemoryEntry, Scope, StoredEntry, Vectors
 
 SAMPLES = 10
 
@@ -37,8 +42,27 @@ def _trim() -> None:
         return
 
 
-async def grow(entries: int, words: int) -> dict[str, Any]:
-    """Write `entries` entries one at a time; anonymous memory before and after a trim at every tenth."""
+def _folder_mb(folder: Path) -> float:
+    return int(subprocess.check_output(["du", "-sk", str(folder)]).split()[0]) / 1024
+
+
+async def _rewrite(store: EdgeStore, folder: Path, entries: int, rewrites: int) -> dict[str, Any]:
+    """`rewrites` payload updates of 10 random entries each; the folder and RssFile before and after."""
+    rng = np.random.default_rng(7)
+    before = {"folder_mb": _folder_mb(folder), "file_mb": status_mb()["file_mb"]}
+    now = datetime.now(UTC).isoformat()
+    for i in range(rewrites):
+        picked = [str(uuid.UUID(int=int(n) + 1)) for n in rng.choice(entries, 10, replace=False)]
+        await store.set_payload(Scope(tenant_id="t"), picked, {"access_count": i, "last_accessed_at": now})
+    after = {"folder_mb": _folder_mb(folder), "file_mb": status_mb()["file_mb"]}
+    grown = after["folder_mb"] - before["folder_mb"]
+    return {"rewrites": rewrites, "entries_per_rewrite": 10, "before": before, "after": after,
+            "folder_bytes_per_entry_rewrite": round(grown * 1024 * 1024 / (rewrites * 10)) if rewrites else 0}
+
+
+async def grow(entries: int, words: int, rewrites: int = 0) -> dict[str, Any]:
+    """Write `entries` entries one at a time; anonymous memory before and after a trim at every tenth; then
+    `rewrites` payload rewrites of 10 entries each."""
     rng = np.random.default_rng(5)
     bm25 = Bm25Encoder("english")
     now = datetime.now(UTC)
@@ -61,11 +85,12 @@ async def grow(entries: int, words: int) -> dict[str, Any]:
             _trim()
             rows.append({"entries": first + count, "anon_mb": round(held, 1),
                          "after_trim_mb": round(status_mb()["anon_mb"] - base, 1)})
+        rewritten = await _rewrite(store, Path(folder) / "edge", entries, rewrites)
         await store.close()
     last = rows[-1]
     return {"entries": entries, "text_words": words, "rows": rows,
             "kb_per_entry": round(last["anon_mb"] * 1024 / entries, 2),
-            "trim_gives_back_mb": round(last["anon_mb"] - last["after_trim_mb"], 1)}
+            "trim_gives_back_mb": round(last["anon_mb"] - last["after_trim_mb"], 1), "rewrites": rewritten}
 
 
 def main() -> None:
@@ -74,14 +99,20 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=30_000)
     parser.add_argument("--text-words", type=int, default=120, help="words per entry's text (a window's worth)")
+    parser.add_argument("--rewrites", type=int, default=4_000, help="payload updates of 10 entries each, after")
     args = parser.parse_args()
-    result = asyncio.run(grow(args.entries, args.text_words))
+    result = asyncio.run(grow(args.entries, args.text_words, args.rewrites))
     table = Table(title=f"Qdrant Edge, one process writing {args.entries:,} entries one by one")
     for column in ("entries", "RssAnon growth MB", "after malloc_trim MB"):
         table.add_column(column, justify="right")
     for row in result["rows"]:
         table.add_row(f"{row['entries']:,}", f"{row['anon_mb']:.1f}", f"{row['after_trim_mb']:.1f}")
     Console().print(table)
+    rewritten = result["rewrites"]
+    Console().print(f"{rewritten['rewrites']:,} payload rewrites of 10 entries: folder "
+                    f"{rewritten['before']['folder_mb']:.1f} -> {rewritten['after']['folder_mb']:.1f} MB, RssFile "
+                    f"{rewritten['before']['file_mb']:.1f} -> {rewritten['after']['file_mb']:.1f} MB "
+                    f"({rewritten['folder_bytes_per_entry_rewrite']:,} bytes of folder per entry rewritten)")
     print(json.dumps(result))
 
 

@@ -61,9 +61,10 @@ async def test_sweep_bench_times_idle_detection_against_the_old_full_sweep(tmp_p
 
 async def test_store_growth_bench_samples_the_store_s_memory_every_tenth() -> None:
     """`python -m bench.store_growth` writes the entries it is asked for and reports ten samples of anonymous memory
-    (none larger after the allocator's trim than before it) and the figure per entry of the last one."""
+    (none larger after the allocator's trim than before it), the figure per entry of the last one, and the folder's
+    growth over the payload rewrites asked for."""
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.store_growth", "--entries", "200",
-                                                "--text-words", "20", stdout=asyncio.subprocess.PIPE,
+                                                "--text-words", "20", "--rewrites", "50", stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), timeout=300)
     assert proc.returncode == 0, out.decode()
@@ -71,3 +72,5 @@ async def test_store_growth_bench_samples_the_store_s_memory_every_tenth() -> No
     assert [r["entries"] for r in result["rows"]] == list(range(20, 201, 20))
     assert all(r["after_trim_mb"] <= r["anon_mb"] for r in result["rows"])
     assert result["entries"] == 200 and result["kb_per_entry"] == round(result["rows"][-1]["anon_mb"] * 1024 / 200, 2)
+    rewrites = result["rewrites"]
+    assert rewrites["rewrites"] == 50 and rewrites["after"]["folder_mb"] >= rewrites["before"]["folder_mb"] > 0
