@@ -1,5 +1,6 @@
 """Qdrant Edge backend: the Qdrant engine in-process, persistent in one folder (one process per folder)."""
 import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +26,8 @@ from shared.store.model import (
     StoredEntry,
     Vectors,
 )
+
+FLUSH_S = 5.0  # as a Qdrant server's flush_interval_sec
 
 
 def _iso(value: Any) -> str | None:
@@ -81,17 +84,25 @@ def _ids(points: list[Any]) -> list[str]:
 
 class EdgeStore(ByIdMixin):
     """Store on Qdrant Edge. Calls run on the engine's own threads (see edge_calls.py) so the event loop never
-    blocks on the engine. Once closed, every call fails `unavailable` (retried) until `adopt` hands it a shard."""
+    blocks on the engine. Once closed, every call fails `unavailable` (retried) until `adopt` hands it a shard.
 
-    def __init__(self, shard: qe.EdgeShard, path: Path | None = None) -> None:
+    Writes are flushed at most every `flush_s` (after the write that finds the last flush that old), as a Qdrant
+    server flushes on its own every 5 s. Until a flush, the space an update frees in the payload storage is not
+    reused: without it, each payload rewrite (a recall's recorded use, a consolidation mark) grew the folder by
+    about 1 KB for good (`python -m bench.store_growth --rewrites`).
+    """
+
+    def __init__(self, shard: qe.EdgeShard, path: Path | None = None, flush_s: float = FLUSH_S) -> None:
         self._shard = shard
         self._path = path
         self._closed = False
         self._write_lock = asyncio.Lock()
         self._retired: list[qe.EdgeShard] = []  # replaced by `adopt`; closed with the store (reads may be on them)
+        self._flush_s = flush_s
+        self._flushed_at = time.monotonic()
 
     @classmethod
-    def open(cls, path: Path, dense_dim: int) -> "EdgeStore":
+    def open(cls, path: Path, dense_dim: int, flush_s: float = FLUSH_S) -> "EdgeStore":
         """Open the shard in `path`, creating it (vectors, payload indexes) on first use."""
         config = qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
@@ -115,7 +126,7 @@ class EdgeStore(ByIdMixin):
         for name, schema in wanted.items():
             if name not in existing:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))
-        return cls(shard, path)
+        return cls(shard, path, flush_s)
 
     @property
     def closed(self) -> bool:
@@ -136,6 +147,13 @@ class EdgeStore(ByIdMixin):
     async def _write(self, operation: qe.UpdateOperation) -> None:
         async with self._write_lock:
             await self._call(self._shard.update, operation)
+            await self._flush_if_due()
+
+    async def _flush_if_due(self) -> None:
+        """Flush when the last flush is `flush_s` old (the caller holds the write lock)."""
+        if time.monotonic() - self._flushed_at >= self._flush_s:
+            await self._call(self._shard.flush)
+            self._flushed_at = time.monotonic()
 
     async def upsert(self, items: list[StoredEntry]) -> None:
         """Insert or replace entries by id."""
@@ -251,6 +269,7 @@ class EdgeStore(ByIdMixin):
             found = int(await self._call(self._shard.count, qe.CountRequest(exact=True, filter=flt)))
             if found:
                 await self._call(self._shard.update, qe.UpdateOperation.delete_points_by_filter(flt))
+                await self._flush_if_due()
         return found
 
     async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
@@ -266,7 +285,7 @@ class EdgeStore(ByIdMixin):
     def view(self) -> "EdgeStore":
         """Another store over the shard this one serves now, which stays on it after an `adopt` (never close it:
         this store closes the shard)."""
-        return EdgeStore(self._shard, self._path)
+        return EdgeStore(self._shard, self._path, self._flush_s)
 
     async def adopt(self, other: "EdgeStore") -> None:
         """Serve from `other`'s shard from now on: a rebuild's switch (writes in progress finish on the old shard
