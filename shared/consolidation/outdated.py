@@ -69,27 +69,20 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
     Raises:
         ValueError: some hits carry ranks and others none (two scales that cannot be compared).
     """
-    def lists(h: ScoredEntry) -> list[tuple[int, float]]:
-        return [(rank, score) for rank, score in ((h.dense_rank, h.dense_score), (h.sparse_rank, h.sparse_score))
-                if rank is not None and score is not None]
+    def ranked(h: ScoredEntry) -> list[tuple[int, int, float]]:
+        """(search, rank, score) for each search (0 dense, 1 sparse) the hit has a rank in."""
+        pairs = ((h.dense_rank, h.dense_score), (h.sparse_rank, h.sparse_score))
+        return [(i, rank, score) for i, (rank, score) in enumerate(pairs) if rank is not None and score is not None]
 
-    ranked = [bool(lists(h)) for h in hits]
-    if not any(ranked):
+    if not any(ranked(h) for h in hits):
         return {h.entry.id: h.score for h in hits}
-    if not all(ranked):
+    if not all(ranked(h) for h in hits):
         raise ValueError("hits with and without their ranks in the dense and sparse searches cannot be compared")
     best: list[dict[float, int]] = [{}, {}]  # per search: a score's best (1-based) rank among the hits
-
-    def searches(h: ScoredEntry) -> list[tuple[dict[float, int], int | None, float | None]]:
-        return [(best[0], h.dense_rank, h.dense_score), (best[1], h.sparse_rank, h.sparse_score)]
-
     for hit in hits:
-        for seen, rank, score in searches(hit):
-            if rank is not None and score is not None:
-                seen[score] = min(seen.get(score, rank), rank)
-    return {hit.entry.id: sum(1.0 / (rrf_k + seen[score] - 1) for seen, rank, score in searches(hit)
-                              if rank is not None and score is not None)
-            for hit in hits}
+        for i, rank, score in ranked(hit):
+            best[i][score] = min(best[i].get(score, rank), rank)
+    return {hit.entry.id: sum(1.0 / (rrf_k + best[i][score] - 1) for i, _, score in ranked(hit)) for hit in hits}
 
 
 def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int) -> str | None:

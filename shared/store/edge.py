@@ -89,7 +89,7 @@ class EdgeStore(ByIdMixin):
     Writes are flushed at most every `flush_s` (after the write that finds the last flush that old), as a Qdrant
     server flushes on its own every 5 s. Until a flush, the space an update frees in the payload storage is not
     reused: without it, each payload rewrite (a recall's recorded use, a consolidation mark) grew the folder by
-    about 1 KB for good (`python -m bench.store_growth --rewrites`).
+    about 1 KB for good (`python -m bench.store_growth --rewrite-s 60`).
     """
 
     def __init__(self, shard: qe.EdgeShard, path: Path | None = None, flush_s: float = FLUSH_S) -> None:
