@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -139,22 +140,56 @@ async def _scheduler(folder: Path, nats_url: str) -> tuple[Scheduler, EdgeStore,
 
 
 async def scheduled_run(folder: Path, nats_url: str) -> dict[str, Any]:
-    """Make the tenant due (its last run a slot ago) and time the scheduler's pass that runs it."""
+    """Make the tenant due (its last run a slot ago) and time the scheduler's pass that runs it.
+
+    Besides VmHWM (the peak of all resident memory, mapped shard files included), a sampler records the peaks of
+    the heap (RssAnon) and of the mapped files (RssFile) apart, and what the process held once the shard was open.
+    """
     baseline = memory.status_mb()["rss_mb"]
     scheduler, store, nc = await _scheduler(folder, nats_url)
+    opened = memory.status_mb()
     slot = scheduler.slot()
     if hasattr(scheduler.leases, "last_run"):  # keep what the last run recorded: its start is where changes begin
         last = await scheduler.leases.last_run(TENANT)
         await scheduler.leases.finished(TENANT, slot - 1, last.started_at, last.fingerprint, last.full_slot)
     else:  # the code before scheduled runs looked for changes recorded the slot alone
         await scheduler.leases.finished(TENANT, slot - 1)
-    started = time.perf_counter()
-    ran = await scheduler.pass_once()
-    took = time.perf_counter() - started
+    with _PeakSampler() as peaks:
+        started = time.perf_counter()
+        ran = await scheduler.pass_once()
+        took = time.perf_counter() - started
     await store.close()
     await nc.close()
     status = _peak()
-    return {"ran": ran, "run_s": took, "peak_mb": status["peak_mb"], "peak_growth_mb": status["peak_mb"] - baseline}
+    return {"ran": ran, "run_s": took, "peak_mb": status["peak_mb"], "peak_growth_mb": status["peak_mb"] - baseline,
+            "opened_rss_mb": opened["rss_mb"], "opened_anon_mb": opened["anon_mb"],
+            "opened_file_mb": opened["file_mb"], **peaks.peaks}
+
+
+class _PeakSampler:
+    """Samples /proc/self/status every `every_s` in a thread while in use: the peaks of RssAnon and RssFile."""
+
+    def __init__(self, every_s: float = 0.05) -> None:
+        self.every_s = every_s
+        self.peaks = {"peak_anon_mb": 0.0, "peak_file_mb": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            now = memory.status_mb()
+            self.peaks["peak_anon_mb"] = max(self.peaks["peak_anon_mb"], now["anon_mb"])
+            self.peaks["peak_file_mb"] = max(self.peaks["peak_file_mb"], now["file_mb"])
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> "_PeakSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _peak() -> dict[str, float]:

@@ -74,3 +74,19 @@ async def test_store_growth_bench_samples_the_store_s_memory_every_tenth() -> No
     assert result["entries"] == 200 and result["kb_per_entry"] == round(result["rows"][-1]["anon_mb"] * 1024 / 200, 2)
     rewrites = result["rewrites"]
     assert 0 < rewrites["rewrites"] <= 41 and len(rewrites["samples"]) >= 9 and rewrites["before"]["folder_mb"] > 0
+
+
+async def test_consolidation_bench_times_scheduled_runs_and_splits_their_peak_memory(tmp_path: Path) -> None:
+    """`bench --only consolidation` fills a tenant, times its three scheduled runs (each ran the tenant) with their
+    peaks, the heap's and the mapped files' apart, and times the scheduler's passes over many tenants."""
+    await bench("--only", "consolidation", "--consolidation-sizes", "2000", "--consolidation-tenants", "50",
+                "--out", str(tmp_path))
+    results = json.loads((tmp_path / "results.json").read_text())["consolidation"]
+    [row] = results["rows"]
+    assert row["entries"] == row["fill"]["entries"] == 2000 and row["touched"]["new_episodes"] == 200
+    for run in (row["first_run"], row["quiet_run"], row["big_user_run"]):
+        assert run["ran"] == 1 and run["run_s"] > 0
+        assert 0 < run["opened_anon_mb"] <= run["peak_anon_mb"] and 0 < run["opened_file_mb"] <= run["peak_file_mb"]
+        assert max(run["peak_anon_mb"], run["peak_file_mb"]) <= run["peak_mb"]
+    scheduler = results["scheduler"]
+    assert scheduler["tenants"] == 50 and scheduler["nothing_due_ran"] == 0 and scheduler["some_due_ran"] == 1
