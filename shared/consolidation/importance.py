@@ -86,6 +86,15 @@ def importance(entry: MemoryEntry) -> float:
     return round(min(score, 1.0), 3)
 
 
+def small_talk(entry: MemoryEntry) -> bool:
+    """Whether an episode has little of its own to say: few words besides its context line, or mostly chatter,
+    and nothing durable ("thanks, have fun!"). Such a window is no evidence of how things stand now, however new."""
+    if entry.kind != "episodic":
+        return False
+    found = signals(entry)
+    return found.small_talk and not found.durable
+
+
 def durable(entry: MemoryEntry) -> bool:
     """Whether age alone may make the entry fade (facts and profiles never; episodes by their signals)."""
     return entry.kind != "episodic" or signals(entry).durable

@@ -6,7 +6,9 @@ the top k belongs to the band when its relevance (its fused dense + BM25 score, 
 `1 - band` of the best-matching episode's (the evidence: a fact is short and distilled, so it would set a bar no
 rambling episode reaches). Within the band, hits trade places: each keeps its relevance and gains up to `weight`
 for being newer (older, for an earlier state), the gain halving with every `half_life_days` it is older than the
-newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. Only the hits
+newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. A window of small
+talk (a few words of its own, "thanks, have fun!") gains nothing for its age: it says nothing of how things stand,
+and a short text can match a short question closely by chance. Only the hits
 relevance already put in the top k trade places (time orders what relevance picked), and hits outside the band
 keep theirs.
 
@@ -24,6 +26,7 @@ fact the consolidator marked possibly outdated below the episode that outdates i
 from dataclasses import dataclass
 from datetime import datetime
 
+from shared.consolidation.importance import small_talk
 from shared.consolidation.outdated import MIN_GAP
 from shared.retrieval.tense import Reading
 from shared.store import ScoredEntry
@@ -135,12 +138,15 @@ def _in_band(hits: list[ScoredEntry], reading: Reading,
         return hits, {}
     newer_first = reading.orientation == "present"
     weight = currency.weight if reading.explicit or not newer_first else currency.tense_weight
-    newest = max(hits[i].entry.occurred_at for i in band)
+    chatter = {i for i in band if small_talk(hits[i].entry)}
+    newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
     half_life_s = currency.half_life_days * 86_400
 
     def score(i: int) -> float:
         # 1 for the newest, halving with every half-life older: hits minutes apart (one chat) stay level, and
-        # relevance alone orders them; months apart, the newer gains the full weight.
+        # relevance alone orders them; months apart, the newer gains the full weight. Small talk gains nothing.
+        if i in chatter:
+            return relevance[i]
         age_s = (newest - hits[i].entry.occurred_at).total_seconds()
         fresh = 0.5 ** (age_s / half_life_s) if half_life_s else 1.0
         return relevance[i] + weight * (fresh if newer_first else 1.0 - fresh)
@@ -158,8 +164,10 @@ def _in_band(hits: list[ScoredEntry], reading: Reading,
         which, asked = ("newer", "the present") if newer_first else ("older", "an earlier state")
         for place, hit in zip(band, moved, strict=True):
             was = hits.index(hit)
+            gain = ("small talk, no gain for its age" if was in chatter
+                    else f"{which} evidence first (+{weight:g} at most)")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "
-                f"within the band ({1.0 - currency.band:.2f}); {which} evidence first (+{weight:g} at most): "
+                f"within the band ({1.0 - currency.band:.2f}); {gain}: "
                 f"{_day(hit.entry.occurred_at)}, rank {was + 1} -> {place + 1}"))
     return out, reasons

@@ -54,10 +54,13 @@ def test_the_search_terms_leave_out_words_for_when(query: str, words: str) -> No
     assert topic(query) == words
 
 
-def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", **fields: object) -> ScoredEntry:
-    """A hit named `name` (its id and text), `days` after March 2024, with its fused relevance `score`."""
+def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", text: str | None = None,
+        **fields: object) -> ScoredEntry:
+    """A hit named `name` (its id, and its text unless given: a window with something to say), `days` after March
+    2024, with its fused relevance `score`."""
     when = MARCH + timedelta(days=days)
-    entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=name, occurred_at=when,
+    said = f"Lena: {name}. let me tell you all about it, there is quite a lot to say this time" if text is None else text
+    entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=said, occurred_at=when,
                         created_at=when, updated_at=when, **fields)  # type: ignore[arg-type]
     return ScoredEntry(entry=entry, score=score)
 
@@ -74,6 +77,17 @@ def test_newer_evidence_about_the_same_thing_ranks_first_when_asked_about_now() 
     hits = [hit("vienna", 1.0, 0), hit("graz", 0.7, 180), hit("smalltalk", 0.3, 200)]
     assert order(hits, "Where does Lena live now?") == ["graz", "vienna", "smalltalk"]
     assert order(hits, "莉娜现在住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
+
+
+def test_newer_small_talk_gains_nothing_for_its_age() -> None:
+    """A window of a few words ("thanks! / have fun!") says nothing of how things stand, however close its match:
+    it keeps its relevance, and the newest window with something to say comes first; explain says why."""
+    thanks = hit("thanks", 1.0, 200, text="[Sat 18 Sep 2024]\nLena: thanks!\nAssistant: you're welcome, have fun!")
+    hits = [hit("vienna", 1.0, 0), thanks, hit("moved to graz", 0.8, 180)]
+    ranked, reasons = rerank(hits, read("Where does Lena live now?", "en"), CURRENCY)
+    assert [h.entry.id for h in ranked] == ["moved to graz", "vienna", "thanks"]
+    assert "small talk, no gain for its age" in reasons["thanks"][0]
+    assert "newer evidence first" in reasons["moved to graz"][0]
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
