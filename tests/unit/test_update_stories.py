@@ -112,7 +112,7 @@ def test_a_profile_line_stating_a_replaced_value_is_stale_and_its_header_is_not_
 
 def _judged(kind: str, current: int | None, old: int | None = None, language: str = "en") -> Judged:
     return Judged(story=f"s{current}{old}{kind}{language}", language=language, change="explicit", category="home",
-                  kind=kind, query="q", current_rank=current, old_rank=old)  # type: ignore[arg-type]
+                  kind=kind, query="q", current_rank=current, old_rank=old)
 
 
 def test_figures_are_shares_of_each_kind_of_question() -> None:
