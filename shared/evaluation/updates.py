@@ -16,7 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from engram_client.contract import Turn
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
-Split = Literal["dev", "dev2", "test"]  # dev2: 60 more stories to tune on, written later (see README)
+Split = Literal["dev", "dev2", "dev3", "test"]  # dev2, dev3: more stories to tune on, written later (see README)
 QuestionKind = Literal["present", "past", "unchanged"]
 SPLIT_SEED = 20261125  # the one split; never re-drawn
 
