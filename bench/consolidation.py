@@ -14,7 +14,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -143,7 +142,8 @@ async def scheduled_run(folder: Path, nats_url: str) -> dict[str, Any]:
     """Make the tenant due (its last run a slot ago) and time the scheduler's pass that runs it.
 
     Besides VmHWM (the peak of all resident memory, mapped shard files included), a sampler records the peaks of
-    the heap (RssAnon) and of the mapped files (RssFile) apart, and what the process held once the shard was open.
+    the heap (RssAnon) and of the mapped files (RssFile) apart (sampled: lower bounds), and what the process held
+    once the shard was open.
     """
     baseline = memory.status_mb()["rss_mb"]
     scheduler, store, nc = await _scheduler(folder, nats_url)
@@ -154,50 +154,16 @@ async def scheduled_run(folder: Path, nats_url: str) -> dict[str, Any]:
         await scheduler.leases.finished(TENANT, slot - 1, last.started_at, last.fingerprint, last.full_slot)
     else:  # the code before scheduled runs looked for changes recorded the slot alone
         await scheduler.leases.finished(TENANT, slot - 1)
-    with _PeakSampler() as peaks:
+    with memory.PeakSampler() as peaks:
         started = time.perf_counter()
         ran = await scheduler.pass_once()
         took = time.perf_counter() - started
     await store.close()
     await nc.close()
-    status = _peak()
+    status = memory.status_mb(memory.PEAK)
     return {"ran": ran, "run_s": took, "peak_mb": status["peak_mb"], "peak_growth_mb": status["peak_mb"] - baseline,
             "opened_rss_mb": opened["rss_mb"], "opened_anon_mb": opened["anon_mb"],
             "opened_file_mb": opened["file_mb"], **peaks.peaks}
-
-
-class _PeakSampler:
-    """Samples /proc/self/status every `every_s` in a thread while in use: the peaks of RssAnon and RssFile."""
-
-    def __init__(self, every_s: float = 0.05) -> None:
-        self.every_s = every_s
-        self.peaks = {"peak_anon_mb": 0.0, "peak_file_mb": 0.0}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while True:
-            now = memory.status_mb()
-            self.peaks["peak_anon_mb"] = max(self.peaks["peak_anon_mb"], now["anon_mb"])
-            self.peaks["peak_file_mb"] = max(self.peaks["peak_file_mb"], now["file_mb"])
-            if self._stop.wait(self.every_s):
-                return
-
-    def __enter__(self) -> "_PeakSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _peak() -> dict[str, float]:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return {"peak_mb": int(line.split()[1]) / 1024}
-    return {"peak_mb": 0.0}
 
 
 async def fill_tenants(folder: Path, tenants: int) -> dict[str, Any]:
@@ -236,7 +202,7 @@ async def scheduler_passes(folder: Path, nats_url: str, tenants: int) -> dict[st
     out["some_due_s"], out["some_due_ran"] = time.perf_counter() - started, ran
     await store.close()
     await nc.close()
-    out.update(_peak())
+    out.update(memory.status_mb(memory.PEAK))
     return out
 
 

@@ -8,6 +8,8 @@ the process grew: resident in all, anonymous (the engine's own heap) and file-ba
 import asyncio
 import json
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +20,12 @@ from shared.store import EdgeStore, Scope, Vectors
 QUERIES = 200
 
 
-def status_mb() -> dict[str, float]:
-    """VmRSS, RssAnon and RssFile of this process, in MB."""
-    wanted = {"VmRSS": "rss_mb", "RssAnon": "anon_mb", "RssFile": "file_mb"}
+RESIDENT = {"VmRSS": "rss_mb", "RssAnon": "anon_mb", "RssFile": "file_mb"}
+PEAK = {"VmHWM": "peak_mb"}
+
+
+def status_mb(wanted: dict[str, str] = RESIDENT) -> dict[str, float]:
+    """Fields of /proc/self/status in MB, under the names `wanted` gives them (VmRSS, RssAnon and RssFile)."""
     out = {}
     with open("/proc/self/status") as f:
         for line in f:
@@ -28,6 +33,40 @@ def status_mb() -> dict[str, float]:
             if key in wanted:
                 out[wanted[key]] = int(line.split()[1]) / 1024
     return out
+
+
+class PeakSampler:
+    """Samples this process's heap (RssAnon) and mapped files (RssFile) every `every_s` on a thread while in use.
+
+    The peaks are sampled, so a lower bound; `samples` and `longest_gap_s` say how closely (the thread needs the
+    GIL, which a call into native code may hold).
+    """
+
+    def __init__(self, every_s: float = 0.05) -> None:
+        self.every_s = every_s
+        self.peaks = {"peak_anon_mb": 0.0, "peak_file_mb": 0.0, "samples": 0, "longest_gap_s": 0.0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        last = time.monotonic()
+        while True:
+            now = status_mb()
+            self.peaks["peak_anon_mb"] = max(self.peaks["peak_anon_mb"], now["anon_mb"])
+            self.peaks["peak_file_mb"] = max(self.peaks["peak_file_mb"], now["file_mb"])
+            self.peaks["samples"] += 1
+            self.peaks["longest_gap_s"] = max(self.peaks["longest_gap_s"], time.monotonic() - last)
+            last = time.monotonic()
+            if self._stop.wait(self.every_s):
+                return
+
+    def __enter__(self) -> "PeakSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 async def measure(folder: Path, dim: int, tenants: int, users: int) -> dict[str, float]:

@@ -93,7 +93,8 @@ def _check_split(split: str) -> None:
 
 
 @app.command("updates")
-def eval_updates(split: str = typer.Option("dev", "--split", help="dev, dev2 or dev3 (tune on them) or test (measure only)"),
+def eval_updates(split: str = typer.Option("dev", "--split",
+                                          help="dev, dev2 or dev3 (tune on them) or test (measure only)"),
                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
                  consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",

@@ -30,6 +30,7 @@ _SMALL_TALK = re.compile(
     r"^(?:hi|hey|hello|yo|thanks|thank you|lol|haha+|ha|ok|okay|cool|nice|great|awesome|wow|bye|see you|"
     r"good (?:night|morning)|how are you|same|yeah|yes|no|sure|omg|you too|me too|take care|sounds good|"
     r"你好|谢谢|哈哈+|好的|嗯|再见|晚安|早安|是的|对)[\s!.,?~。！，？]*$", re.IGNORECASE)
+_FIGURE = re.compile(r"\d")
 SUBSTANTIAL_WORDS = 12
 
 
@@ -87,12 +88,16 @@ def importance(entry: MemoryEntry) -> float:
 
 
 def small_talk(entry: MemoryEntry) -> bool:
-    """Whether an episode has little of its own to say: few words besides its context line, or mostly chatter,
-    and nothing durable ("thanks, have fun!"). Such a window is no evidence of how things stand now, however new."""
+    """Whether an episode is chatter with nothing of its own to say ("thanks, have fun!"), for ranking by recency.
+
+    Few words besides its context line, or mostly chatter, and nothing durable, named or counted: a short window
+    that names a place or gives a figure ("we moved to Graz", "rent went up to 1200") may be the news itself.
+    """
     if entry.kind != "episodic":
         return False
     found = signals(entry)
-    return found.small_talk and not found.durable
+    return (found.small_talk and not found.durable and not found.named
+            and not _FIGURE.search("\n".join(_utterances(entry.text))))
 
 
 def durable(entry: MemoryEntry) -> bool:

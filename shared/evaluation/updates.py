@@ -3,8 +3,9 @@ never changed, and how a recall's ranking is scored against them.
 
 The stories were written from the wire contract alone by an author who had not read engram's code, then split
 once at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
-`data/updates/{dev,test}.jsonl`; matching is by substring, case-folded, of the answer's spellings in an entry's
-text (the stored text restates the turns nearly word for word).
+`data/updates/{dev,test}.jsonl`, with `dev2.jsonl` and `dev3.jsonl`, written later by other authors, to tune on.
+Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text restates the
+turns nearly word for word).
 """
 import random
 from collections.abc import Sequence

@@ -7,8 +7,9 @@ the top k belongs to the band when its relevance (its fused dense + BM25 score, 
 rambling episode reaches). Within the band, hits trade places: each keeps its relevance and gains up to `weight`
 for being newer (older, for an earlier state), the gain halving with every `half_life_days` it is older than the
 newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. A window of small
-talk (a few words of its own, "thanks, have fun!") gains nothing for its age: it says nothing of how things stand,
-and a short text can match a short question closely by chance. Only the hits
+talk (a few words of its own, "thanks, have fun!") gains nothing for its age, counts for no date of the band and
+is no evidence a derived claim yields to: it says nothing of how things stand, and a short text can match a short
+question closely by chance. Only the hits
 relevance already put in the top k trade places (time orders what relevance picked), and hits outside the band
 keep theirs.
 
@@ -52,13 +53,13 @@ def _day(when: datetime) -> str:
 
 
 def _yield_to_evidence(order: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, str]]:
-    """Move each derived claim below the newer evidence (episodes) that follows it; profiles below all evidence."""
+    """Move each derived claim below newer evidence after it (episodes, not small talk); a profile below it all."""
     reasons: dict[str, str] = {}
     out = list(order)
     for claim in [h for h in order if h.entry.kind in DERIVED]:
         i = out.index(claim)
         profile = claim.entry.kind == "profile"
-        later = [j for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic"
+        later = [j for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic" and not small_talk(out[j].entry)
                  and (profile or out[j].entry.occurred_at >= claim.entry.occurred_at + SAME_CHAT)]
         if later:
             last = later[-1]

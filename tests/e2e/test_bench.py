@@ -85,8 +85,8 @@ async def test_consolidation_bench_times_scheduled_runs_and_splits_their_peak_me
     [row] = results["rows"]
     assert row["entries"] == row["fill"]["entries"] == 2000 and row["touched"]["new_episodes"] == 200
     for run in (row["first_run"], row["quiet_run"], row["big_user_run"]):
-        assert run["ran"] == 1 and run["run_s"] > 0
-        assert 0 < run["opened_anon_mb"] <= run["peak_anon_mb"] and 0 < run["opened_file_mb"] <= run["peak_file_mb"]
-        assert max(run["peak_anon_mb"], run["peak_file_mb"]) <= run["peak_mb"]
+        assert run["ran"] == 1
+        assert {"peak_mb", "opened_rss_mb", "opened_anon_mb", "opened_file_mb", "longest_gap_s"} <= set(run)
+        assert run["samples"] >= 1 and run["peak_anon_mb"] > 0 and run["peak_file_mb"] > 0  # the sampler ran
     scheduler = results["scheduler"]
     assert scheduler["tenants"] == 50 and scheduler["nothing_due_ran"] == 0 and scheduler["some_due_ran"] == 1

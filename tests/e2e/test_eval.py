@@ -65,6 +65,7 @@ async def test_update_stories_go_through_the_wire_and_every_question_is_judged(s
     assert [(j.story, j.kind) for j in result.judged] == [(s.id, q.kind) for s in stories for q in s.questions]
     assert result.overall.stories == 2 and result.overall.present == 2 and set(result.by_language) == {"en", "zh"}
     assert set(result.by_change) == {f"{s.language}/{s.change}" for s in stories}
-    assert [f.story for f in result.facts] == [s.id for s in stories] and result.ingest_s > 0
-    assert all(j.current_rank is not None for j in result.judged if j.kind == "past")  # said, so found in 10
+    assert [f.story for f in result.facts] == [s.id for s in stories]
+    # each story's user holds a few entries, all of them within k = 10: every past answer is found
+    assert all(j.current_rank is not None for j in result.judged if j.kind == "past")
     assert updates_run.UpdatesReport.model_validate_json(result.model_dump_json()) == result

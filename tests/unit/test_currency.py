@@ -59,7 +59,7 @@ def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", text: 
     """A hit named `name` (its id, and its text unless given: a window with something to say), `days` after March
     2024, with its fused relevance `score`."""
     when = MARCH + timedelta(days=days)
-    said = f"Lena: {name}. let me tell you all about it, there is quite a lot to say this time" if text is None else text
+    said = text if text is not None else f"Lena: {name}. let me tell you all about it, there is a lot to say"
     entry = MemoryEntry(id=name, tenant_id="t", conversation_id="c", kind=kind, text=said, occurred_at=when,
                         created_at=when, updated_at=when, **fields)  # type: ignore[arg-type]
     return ScoredEntry(entry=entry, score=score)
@@ -79,15 +79,43 @@ def test_newer_evidence_about_the_same_thing_ranks_first_when_asked_about_now() 
     assert order(hits, "莉娜现在住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
 
 
-def test_newer_small_talk_gains_nothing_for_its_age() -> None:
+def thanks(days: int, score: float = 1.0) -> ScoredEntry:
+    """A window of small talk, `days` after March 2024."""
+    return hit(f"thanks {days}", score, days, text="[Sat]\nLena: thanks!\nAssistant: you're welcome, have fun!")
+
+
+def test_newer_small_talk_gains_nothing_for_its_age_and_dates_nothing() -> None:
     """A window of a few words ("thanks! / have fun!") says nothing of how things stand, however close its match:
-    it keeps its relevance, and the newest window with something to say comes first; explain says why."""
-    thanks = hit("thanks", 1.0, 200, text="[Sat 18 Sep 2024]\nLena: thanks!\nAssistant: you're welcome, have fun!")
-    hits = [hit("vienna", 1.0, 0), thanks, hit("moved to graz", 0.8, 180)]
+    it keeps its relevance, and the newest window with something to say is what newer is measured from (so a
+    chat long after the move does not make the move old); explain says why."""
+    hits = [hit("vienna", 1.0, 0), thanks(400), hit("moved to graz", 0.8, 180)]
     ranked, reasons = rerank(hits, read("Where does Lena live now?", "en"), CURRENCY)
-    assert [h.entry.id for h in ranked] == ["moved to graz", "vienna", "thanks"]
-    assert "small talk, no gain for its age" in reasons["thanks"][0]
+    assert [h.entry.id for h in ranked] == ["moved to graz", "vienna", "thanks 400"]
+    assert "small talk, no gain for its age" in reasons["thanks 400"][0]
     assert "newer evidence first" in reasons["moved to graz"][0]
+
+
+def test_a_band_of_small_talk_keeps_its_relevance_order() -> None:
+    """When every hit of the band is small talk, none gains: relevance alone orders them."""
+    hits = [thanks(0), thanks(300, 0.9), thanks(100, 0.8)]
+    assert order(hits, "Where does Lena live now?") == ["thanks 0", "thanks 300", "thanks 100"]
+
+
+def test_a_derived_claim_does_not_yield_to_newer_small_talk() -> None:
+    """Small talk is no evidence against a fact or a profile: they stay above a newer "thanks!" window."""
+    fact = hit("Lena lives in Graz", 1.4, 180, kind="fact")
+    hits = [fact, thanks(200), hit("graz flat", 0.9, 180)]
+    assert order(hits, "Where does Lena live?") == ["Lena lives in Graz", "graz flat", "thanks 200"]
+    profile = hit("profile of Lena", 1.5, 200, kind="profile")
+    assert order([profile, thanks(201)], "Where does Lena live?") == ["profile of Lena", "thanks 201"]
+
+
+@pytest.mark.parametrize("text", ["Lena: We moved to Graz last week.\nAssistant: Congrats!",
+                                  "Lena: rent went up to 1200 a month\nAssistant: ouch"])
+def test_a_short_window_that_names_or_counts_something_is_news_not_small_talk(text: str) -> None:
+    """A short window naming a place or giving a figure may be the change itself: it gains for being newer."""
+    news = hit("news", 0.7, 180, text=text, entities=["Graz"] if "Graz" in text else [])
+    assert order([hit("vienna", 1.0, 0), news], "Where does Lena live now?") == ["news", "vienna"]
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
