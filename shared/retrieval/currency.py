@@ -52,14 +52,14 @@ def _day(when: datetime) -> str:
     return when.date().isoformat()
 
 
-def _yield_to_evidence(order: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, str]]:
-    """Move each derived claim below newer evidence after it (episodes, not small talk); a profile below it all."""
+def _yield_to_evidence(order: list[ScoredEntry], chatter: set[str]) -> tuple[list[ScoredEntry], dict[str, str]]:
+    """Move each derived claim below newer evidence after it (episodes not in `chatter`); a profile below it all."""
     reasons: dict[str, str] = {}
     out = list(order)
     for claim in [h for h in order if h.entry.kind in DERIVED]:
         i = out.index(claim)
         profile = claim.entry.kind == "profile"
-        later = [j for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic" and not small_talk(out[j].entry)
+        later = [j for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic" and out[j].entry.id not in chatter
                  and (profile or out[j].entry.occurred_at >= claim.entry.occurred_at + SAME_CHAT)]
         if later:
             last = later[-1]
@@ -155,7 +155,7 @@ def _in_band(hits: list[ScoredEntry], reading: Reading,
     moved = [hits[i] for i in sorted(band, key=score, reverse=True)]
     reasons: dict[str, list[str]] = {}
     if newer_first:
-        moved, yielded = _yield_to_evidence(moved)
+        moved, yielded = _yield_to_evidence(moved, {hits[i].entry.id for i in chatter})
         for entry_id, why in yielded.items():
             reasons.setdefault(entry_id, []).append(why)
     out = list(hits)

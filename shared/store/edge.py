@@ -83,8 +83,10 @@ def _ids(points: list[Any]) -> list[str]:
 
 
 class EdgeStore(ByIdMixin):
-    """Store on Qdrant Edge. Calls run on the engine's own threads (see edge_calls.py) so the event loop never
-    blocks on the engine. Once closed, every call fails `unavailable` (retried) until `adopt` hands it a shard.
+    """Store on Qdrant Edge. Calls run on the engine's own threads (see edge_calls.py), off the event loop; a call
+    that holds Python's interpreter lock still stops every thread while it runs (`optimize` does: 1,020 s at 1M
+    entries, docs/benchmarks.md). Once closed, every call fails `unavailable` (retried) until `adopt` hands it a
+    shard.
 
     Writes are flushed at most every `flush_s` (after the write that finds the last flush that old), as a Qdrant
     server flushes on its own every 5 s. Until a flush, the space an update frees in the payload storage is not
