@@ -51,14 +51,15 @@ class Signals:
         return self.preference or self.commitment or self.personal
 
 
-def _utterances(text: str) -> list[str]:
+def utterances(text: str) -> list[str]:
+    """The lines of a window as said, without their speakers, its date header and its context line."""
     body = _HEADER.sub("", text)
     return [line.strip() for line in _SPEAKER.sub("", body).splitlines() if line.strip()]
 
 
 def signals(entry: MemoryEntry) -> Signals:
     """The signals in an entry's text and fields."""
-    lines = _utterances(entry.text)
+    lines = utterances(entry.text)
     text = "\n".join(lines)
     words = sum(scripts.approximate_words(line) for line in lines)
     chatter = sum(1 for line in lines if _SMALL_TALK.match(line))
@@ -97,7 +98,7 @@ def small_talk(entry: MemoryEntry) -> bool:
         return False
     found = signals(entry)
     return (found.small_talk and not found.durable and not found.named
-            and not _FIGURE.search("\n".join(_utterances(entry.text))))
+            and not _FIGURE.search("\n".join(utterances(entry.text))))
 
 
 def durable(entry: MemoryEntry) -> bool:

@@ -9,7 +9,8 @@ for being newer (older, for an earlier state), the gain halving with every `half
 newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. A window of small
 talk (a few words of its own, "thanks, have fun!") gains nothing for its age, counts for no date of the band and
 is no evidence a derived claim yields to: it says nothing of how things stand, and a short text can match a short
-question closely by chance. Only the hits
+question closely by chance. So too, for a question that asks for a figure ("how many", "多少", "the p95 latency"),
+a window stating no number (figures.py): it cannot say what the figure is now. Only the hits
 relevance already put in the top k trade places (time orders what relevance picked), and hits outside the band
 keep theirs.
 
@@ -29,6 +30,7 @@ from datetime import datetime
 
 from shared.consolidation.importance import small_talk
 from shared.consolidation.outdated import MIN_GAP
+from shared.retrieval import figures
 from shared.retrieval.tense import Reading
 from shared.store import ScoredEntry
 
@@ -111,14 +113,16 @@ def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, 
     return out, reasons
 
 
-def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency,
-           k: int | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int | None = None,
+           figure: str | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
 
     Only the first `k` hits trade places (all when None): relevance picks what is returned, time orders it.
+    `figure` is how the question asks for a figure ("how many"), if it does: a window stating none is then no
+    evidence of what the figure is now, as small talk is none of how things stand.
     """
     top = len(hits) if k is None else k
-    moved, reasons = _in_band(hits[:top], reading, currency)
+    moved, reasons = _in_band(hits[:top], reading, currency, figure)
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
@@ -126,8 +130,8 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency,
     return moved + hits[top:], reasons
 
 
-def _in_band(hits: list[ScoredEntry], reading: Reading,
-             currency: Currency) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency,
+             figure: str | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
     if reading.orientation == "event" or len(hits) < 2:
         return hits, {}
@@ -140,6 +144,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading,
     newer_first = reading.orientation == "present"
     weight = currency.weight if reading.explicit or not newer_first else currency.tense_weight
     chatter = {i for i in band if small_talk(hits[i].entry)}
+    figureless = {i for i in band if figure and not figures.stated(hits[i].entry)} - chatter
+    chatter |= figureless
     newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
     half_life_s = currency.half_life_days * 86_400
 
@@ -165,7 +171,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading,
         which, asked = ("newer", "the present") if newer_first else ("older", "an earlier state")
         for place, hit in zip(band, moved, strict=True):
             was = hits.index(hit)
-            gain = ("small talk, no gain for its age" if was in chatter
+            gain = (f"states no figure and the question asks for one ({figure}), no gain for its age"
+                    if was in figureless else "small talk, no gain for its age" if was in chatter
                     else f"{which} evidence first (+{weight:g} at most)")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from engram_client.contract import EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
 from shared.llm import LlmClient
-from shared.retrieval import tense
+from shared.retrieval import figures, tense
 from shared.retrieval.currency import Currency, rerank
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
@@ -141,7 +141,7 @@ def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings,
     what `explain` says, and why each one moved."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
                         half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight)
-    return rerank(hits, tense.read(query, lang), currency, k)
+    return rerank(hits, tense.read(query, lang), currency, k, figures.asked(query))
 
 
 @dataclass(frozen=True)

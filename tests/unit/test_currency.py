@@ -6,6 +6,7 @@ import pytest
 
 from engram_client.contract import EntryKind
 from shared.consolidation import outdated
+from shared.retrieval import figures
 from shared.retrieval.currency import Currency, rerank
 from shared.retrieval.tense import read, topic
 from shared.store import MemoryEntry, ScoredEntry
@@ -67,7 +68,7 @@ def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", text: 
 
 def order(hits: list[ScoredEntry], query: str, lang: str = "en", k: int | None = None) -> list[str]:
     """The hits' names in the order recall gives them for `query`."""
-    ranked, _ = rerank(hits, read(query, lang), CURRENCY, k)
+    ranked, _ = rerank(hits, read(query, lang), CURRENCY, k, figures.asked(query))
     return [h.entry.id for h in ranked]
 
 
@@ -116,6 +117,47 @@ def test_a_short_window_that_names_or_counts_something_is_news_not_small_talk(te
     """A short window naming a place or giving a figure may be the change itself: it gains for being newer."""
     news = hit("news", 0.7, 180, text=text, entities=["Graz"] if "Graz" in text else [])
     assert order([hit("vienna", 1.0, 0), news], "Where does Lena live now?") == ["news", "vienna"]
+
+
+@pytest.mark.parametrize(("query", "asks"), [
+    ("How many beta testers are there now?", "How many"), ("how much is my rent", "how much"),
+    ("What's the p95 latency of the checkout service?", "latency"),
+    ("Which Postgres version does it run on?", "version"), ("What time is Margot's swim training?", "What time"),
+    ("房租每个月多少钱？", "多少"), ("梁宇目前每天几点上班？", "几"),
+    ("星图App的崩溃率是多少？", "多少"), ("潮汐记账最新发布的是哪个版本？", "版本"), ("转化率现在是？", "转化率"),
+    ("Where does Lena live now?", None), ("What does Jonas do for work?", None), ("例会现在是周几开？", None),
+    ("她几乎每天都去吗？", None), ("我现在住在哪个城市？", None), ("现在的效率怎么样？", None)])
+def test_a_question_asks_for_a_figure_by_its_own_words(query: str, asks: str | None) -> None:
+    """How many / how much / 多少 / 几, or the name of a measured thing (a latency, a version, a rate); a weekday
+    (周几) is not a figure."""
+    assert figures.asked(query) == asks
+
+
+@pytest.mark.parametrize(("text", "states"), [
+    ("Ana: we're at 1500 testers now\nAssistant: wow", True), ("Ana: the team is six people again\nAssistant: ok",
+                                                                True),
+    ("贺宁: 内测群已经两千多人了\n助手: 厉害", True), ("张思远: p99降到180ms了\n助手: 漂亮", True),
+    ("[Sat 2 March 2024]\nAna: the roadmap for next year (2025) is in the works\nAssistant: exciting", False),
+    ("[2024年11月25日]\n张思远: 明年（2025年）的规划在写了 想把下单链路拆成独立服务\n助手: 好", False),
+    ("[2024年1月13日]\n贺宁: 同步的bug修好了，好评多了\n助手: 太好了！", False)])
+def test_a_window_states_a_figure_when_its_lines_hold_a_number_not_a_date(text: str, states: bool) -> None:
+    """Digits, number words and Chinese numerals count; the window's date header, the dates the compressor writes
+    beside relative times and dates as such do not."""
+    assert figures.stated(hit("w", 1.0, 0, text=text).entry) is states
+
+
+def test_a_newer_window_without_a_figure_gains_nothing_when_the_question_asks_for_one() -> None:
+    """"How many testers now?": the newest window about the app that states no number (the roadmap) cannot say
+    what the count is now, so the newest window stating one comes first; asked about the app in general, the
+    roadmap, being newest, does. explain says why."""
+    hits = [hit("200 testers", 1.0, 0, text="Ana: the beta has 200 testers\nAssistant: nice start"),
+            hit("roadmap", 0.9, 300, text="Ana: the roadmap for the app is in the works, all about sync and "
+                                          "subscriptions\nAssistant: exciting"),
+            hit("1500 testers", 0.7, 180, text="Ana: we're at 1500 testers since the blog post\nAssistant: wow")]
+    assert order(hits, "How many beta testers does the app have now?") == ["1500 testers", "200 testers", "roadmap"]
+    assert order(hits, "What is Ana doing with the app now?") == ["roadmap", "200 testers", "1500 testers"]
+    _, reasons = rerank(hits, read("How many testers now?", "en"), CURRENCY, None, "How many")
+    assert "states no figure and the question asks for one (How many), no gain for its age" in reasons["roadmap"][0]
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
