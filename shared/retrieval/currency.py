@@ -2,9 +2,9 @@
 first, a question about an earlier state the older one, and a derived claim never stands above newer evidence.
 
 No rule has to recognise the wording of the memories. "About the same thing" is measured, not parsed: a hit of
-the top k belongs to the band when its relevance (its fused dense + BM25 score, boosts included) is at least
-`1 - band` of the best-matching episode's (the evidence: a fact is short and distilled, so it would set a bar no
-rambling episode reaches). Within the band, hits trade places: each keeps its relevance and gains up to `weight`
+the top k belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks
+counted among hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the
+evidence: a fact is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade places: each keeps its relevance and gains up to `weight`
 for being newer (older, for an earlier state), the gain halving with every `half_life_days` it is older than the
 newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. A window of small
 talk (a few words of its own, "thanks, have fun!") gains nothing for its age, counts for no date of the band and
@@ -48,6 +48,7 @@ class Currency:
     weight: float
     half_life_days: float = 30.0
     tense_weight: float = 0.5  # the gain when only the tense, no time word, says "the present"
+    rrf_k: int = 3  # the fusion's k (ENGRAM_RRF_K), to count a hit's ranks again among its own kind
 
 
 def _day(when: datetime) -> str:
@@ -130,14 +131,48 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     return moved + hits[top:], reasons
 
 
+def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
+    """Each hit's score with its fusion counted again from its ranks among hits of its own kind: episodes among
+    episodes, derived claims among derived claims (boosts and smoothing kept, as a factor).
+
+    Facts are short and distilled, so they take the first ranks of both searches; counted among everything, they
+    push the episodes they came from down both lists, and reciprocal rank fusion (steep at a small k) then puts
+    the evidence about the question out of the band. Hits tied in a search share their best rank. Without ranks
+    (a search that did not return them) the scores are kept as they are.
+    """
+    if any(h.dense_rank is None and h.sparse_rank is None for h in hits):
+        return [h.score for h in hits]
+
+    def scores(hit: ScoredEntry) -> tuple[float | None, float | None]:
+        """The hit's score in the dense and in the sparse search (None where it was not found)."""
+        return (hit.dense_score if hit.dense_rank is not None else None,
+                hit.sparse_score if hit.sparse_rank is not None else None)
+
+    def fused(hit: ScoredEntry, peers: list[ScoredEntry]) -> float:
+        total = 0.0
+        for search, score in enumerate(scores(hit)):
+            if score is not None:
+                ahead = sum(1 for peer in peers if (theirs := scores(peer)[search]) is not None and theirs > score)
+                total += 1.0 / (rrf_k + ahead)
+        return total
+
+    out = []
+    for hit in hits:
+        derived = hit.entry.kind in DERIVED
+        everyone, own = fused(hit, hits), fused(hit, [p for p in hits if (p.entry.kind in DERIVED) is derived])
+        out.append(hit.score * own / everyone if everyone else hit.score)
+    return out
+
+
 def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency,
              figure: str | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
     if reading.orientation == "event" or len(hits) < 2:
         return hits, {}
-    episodes = [h.score for h in hits if h.entry.kind == "episodic"] or [h.score for h in hits]
+    scores = among_own_kind(hits, currency.rrf_k)
+    episodes = [s for h, s in zip(hits, scores, strict=True) if h.entry.kind == "episodic"] or scores
     best = max(episodes) or 1.0
-    relevance = [h.score / best for h in hits]
+    relevance = [s / best for s in scores]
     band = [i for i, r in enumerate(relevance) if r >= 1.0 - currency.band]
     if len(band) < 2:
         return hits, {}

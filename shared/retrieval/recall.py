@@ -140,7 +140,8 @@ def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings,
     """The hits ordered for the time the query asks about (currency.py), last, so that nothing after it undoes
     what `explain` says, and why each one moved."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
-                        half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight)
+                        half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight,
+                        rrf_k=settings.rrf_k)
     return rerank(hits, tense.read(query, lang), currency, k, figures.asked(query))
 
 
@@ -186,7 +187,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             limit=candidates, entry_filter=entry_filter,
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
             boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
-            candidates=candidates, explain=request.explain, with_vectors=use_mmr)
+            candidates=candidates, explain=True, with_vectors=use_mmr)  # the ranks, for currency.among_own_kind
     searched = time.perf_counter()
     with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
         boosts = _boost_reasons(hits, query_plan, settings)

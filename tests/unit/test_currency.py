@@ -7,7 +7,7 @@ import pytest
 from engram_client.contract import EntryKind
 from shared.consolidation import outdated
 from shared.retrieval import figures
-from shared.retrieval.currency import Currency, rerank
+from shared.retrieval.currency import Currency, among_own_kind, rerank
 from shared.retrieval.tense import read, topic
 from shared.store import MemoryEntry, ScoredEntry
 
@@ -158,6 +158,27 @@ def test_a_newer_window_without_a_figure_gains_nothing_when_the_question_asks_fo
     assert order(hits, "What is Ana doing with the app now?") == ["roadmap", "200 testers", "1500 testers"]
     _, reasons = rerank(hits, read("How many testers now?", "en"), CURRENCY, None, "How many")
     assert "states no figure and the question asks for one (How many), no gain for its age" in reasons["roadmap"][0]
+
+
+def ranked_hit(name: str, rank: int, days: int, kind: EntryKind = "episodic") -> ScoredEntry:
+    """A hit at `rank` in both the dense and the sparse search, with the score the engine's fusion gives it."""
+    found = hit(name, 2.0 / (3 + rank - 1), days, kind)
+    return found.model_copy(update={"dense_rank": rank, "dense_score": 1.0 / rank, "sparse_rank": rank,
+                                    "sparse_score": 10.0 / rank})
+
+
+def test_facts_at_the_top_of_both_searches_do_not_push_the_evidence_out_of_the_band() -> None:
+    """Short facts take the first ranks of both searches; counted among them, the newer window (sixth in both) is
+    far below the older one (first) and out of the band. Counted among the episodes it is second, in the band, and
+    being newer it comes first when asked about now."""
+    facts = [ranked_hit(f"fact {i}", i, 0, kind="fact") for i in range(2, 6)]
+    hits = [ranked_hit("vienna", 1, 0), *facts, ranked_hit("moved to graz", 6, 180)]
+    scores = among_own_kind(hits, 3)
+    assert (round(scores[0], 3), round(scores[-1], 3)) == (0.667, 0.5)  # 2 / (3 + 0) and 2 / (3 + 1)
+    assert order(hits, "Where does Lena live now?")[0] == "moved to graz"
+    unranked = [h.model_copy(update={"dense_rank": None, "sparse_rank": None}) for h in hits]
+    assert among_own_kind(unranked, 3) == [h.score for h in hits]
+    assert order(unranked, "Where does Lena live now?")[0] == "vienna"
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
