@@ -94,7 +94,7 @@ def _check_split(split: str) -> None:
 
 @app.command("updates")
 def eval_updates(split: str = typer.Option("dev", "--split",
-                                          help="dev, dev2 or dev3 (tune on them) or test (measure only)"),
+                                          help="dev, dev2, dev3 or dev4 (tune on them) or test (measure only)"),
                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
                  consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",
@@ -109,7 +109,8 @@ def eval_updates(split: str = typer.Option("dev", "--split",
 @app.command("story")
 def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. en-015"),
                out: Path = typer.Argument(help="JSONL file of its turns, for `engram ingest`"),  # noqa: B008
-               split: str = typer.Option("dev", "--split", help="the half it is in (dev, dev2, dev3 or test)")) -> None:
+               split: str = typer.Option("dev", "--split",
+                                         help="the half it is in (dev, dev2, dev3, dev4 or test)")) -> None:
     """Write one update story's turns as JSONL (user id `<id>`), to ingest it and look at a recall with --explain."""
     _check_split(split)
     stories = {s.id: s for s in updates.load(updates.split_path(split))}  # type: ignore[arg-type]

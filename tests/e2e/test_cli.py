@@ -61,6 +61,6 @@ async def test_bad_files_and_unreachable_servers_fail_clearly(tmp_path: Path) ->
 async def test_an_unknown_half_of_the_update_stories_is_named_with_the_halves_there_are(tmp_path: Path) -> None:
     """`engram eval updates` and `engram eval story` exit 2 on a half that does not exist, listing the ones that do."""
     code, out = await engram("eval", "updates", "--split", "nope", "--out", str(tmp_path))
-    assert code == 2 and "--split must be one of dev, dev2, dev3, test, not 'nope'" in out
+    assert code == 2 and "--split must be one of dev, dev2, dev3, dev4, test, not 'nope'" in out
     code, out = await engram("eval", "story", "en-001", str(tmp_path / "story.jsonl"), "--split", "bad")
     assert code == 2 and "not 'bad'" in out and not (tmp_path / "story.jsonl").exists()
