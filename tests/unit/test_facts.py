@@ -303,6 +303,15 @@ def test_statements_name_the_speaker_instead_of_pronouns() -> None:
         "Ana plans to visit Ana's parents in the week of 13 May 2024 (stated 10 May 2024)"]
 
 
+@pytest.mark.parametrize("text", ["I'll make some tonight.", "I'm going to buy more next week.",
+                                  "I'll bake another tomorrow!"])
+def test_a_quantity_without_a_noun_is_no_plan(text: str) -> None:
+    """"I'll make some tonight" says how much, not what: nothing to file as a plan ("some cookies" is one)."""
+    assert texts(text) == []
+    assert texts(text.replace("some", "some cookies").replace("more", "more paint").replace("another", "another loaf")
+                 ) != []
+
+
 def test_chinese_statements_carry_a_chinese_date() -> None:
     """Chinese facts name the speaker and end with the day they were stated, in Chinese."""
     assert texts("我住在杭州。", "zh") == ["Ana住在杭州（2024年5月10日所述）"]

@@ -39,6 +39,8 @@ just still send share post text email reply check look do stay hope wait die cry
 _CUT = re.compile(r"[,.;:!?()\"“”…]|\s[-–—]|\b(?:because|but|and|with|so|since|though|although|while|if|when|which|"
                   r"who|where|cause|for (?:a |an |the |a few |a couple of |\d+ |one |two |three |several )?"
                   r"(?:days?|weeks?|months?|years?|nights?|weekends?|while))\b")
+_NO_NOUN = frozenset({"some", "any", "more", "one", "ones", "few", "lots", "plenty", "all", "both", "most",
+                      "another", "again", "instead", "too", "either", "loads", "heaps", "tons"})
 _TRAILING = frozenset({"for", "in", "on", "at", "by", "to", "the", "a", "an", "this", "next", "coming"})
 _LEADING = frozenset({"to", "for", "at", "in", "into", "on", "with"})
 _WEEKDAY = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
@@ -105,7 +107,8 @@ def _what(sentence: str, start: int, stops: list[int], speaker: str) -> str | No
             return None
         else:
             out.append(word)
-    return " ".join(out)
+    # "I'll make some tonight": a quantity with no noun names nothing to plan
+    return None if all(w.lower() in _NO_NOUN for w in out[1:]) else " ".join(out)
 
 
 def _plan_key(what: str, speaker: str) -> str:
