@@ -1,18 +1,18 @@
 """Current by default: among the hits about the same thing, a question about the present gets the newest evidence
 first, a question about an earlier state the older one, and a derived claim never stands above newer evidence.
 
-No rule has to recognise the wording of the memories. "About the same thing" is measured, not parsed: a hit of
-the top k belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks
-counted among hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the
-evidence: a fact is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade places: each keeps its relevance and gains up to `weight`
-for being newer (older, for an earlier state), the gain halving with every `half_life_days` it is older than the
-newest of the band, so the windows of one chat, minutes apart, are ordered by relevance alone. A window of small
-talk (a few words of its own, "thanks, have fun!") gains nothing for its age, counts for no date of the band and
-is no evidence a derived claim yields to: it says nothing of how things stand, and a short text can match a short
-question closely by chance. So too, for a question that asks for a figure ("how many", "多少", "the p95 latency"),
-a window stating no number (figures.py): it cannot say what the figure is now. Only the hits
-relevance already put in the top k trade places (time orders what relevance picked), and hits outside the band
-keep theirs.
+No rule has to recognise what the memories say. "About the same thing" is measured, not parsed: a hit of the top
+k belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks counted
+among hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the evidence:
+a fact is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade
+places: each keeps its relevance and gains up to `weight` for being newer (older, for an earlier state), the gain
+halving with every `half_life_days` it is older than the newest of the band, so the windows of one chat, minutes
+apart, are ordered by relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains
+nothing for its age, counts for no date of the band and is no evidence a derived claim yields to: it says nothing
+of how things stand, and a short text can match a short question closely by chance. So too, for a question that
+asks for a figure ("how many", "多少", "the p95 latency"), a window whose lines state no number (figures.py): it
+cannot say what the figure is now. Only the hits relevance already put in the top k trade places (time orders
+what relevance picked), and hits outside the band keep theirs.
 
 How much newer counts depends on how the question asks about the present (tense.py): a time word ("now",
 "currently", "现在") means the asker expects things to have changed, so `weight` applies; the present tense alone
@@ -25,6 +25,7 @@ when that is among the top k); on a question about the present it also ranks bel
 least `SAME_CHAT` after its statement, a profile (whose lines have many ages) below every in-band episode, and a
 fact the consolidator marked possibly outdated below the episode that outdates it.
 """
+import bisect
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -115,15 +116,17 @@ def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, 
 
 
 def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int | None = None,
-           figure: str | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+           figure: str | None = None, engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
 
     Only the first `k` hits trade places (all when None): relevance picks what is returned, time orders it.
     `figure` is how the question asks for a figure ("how many"), if it does: a window stating none is then no
-    evidence of what the figure is now, as small talk is none of how things stand.
+    evidence of what the figure is now, as small talk is none of how things stand. `engine_fused` says the scores
+    are the engine's fusion of the ranks the hits carry, so they can be counted again among each kind (deep
+    recall fuses lists of its own, and keeps its scores).
     """
     top = len(hits) if k is None else k
-    moved, reasons = _in_band(hits[:top], reading, currency, figure)
+    moved, reasons = _in_band(hits[:top], reading, currency, figure, engine_fused)
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
@@ -133,43 +136,38 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
 
 def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
     """Each hit's score with its fusion counted again from its ranks among hits of its own kind: episodes among
-    episodes, derived claims among derived claims (boosts and smoothing kept, as a factor).
+    episodes, derived claims among derived claims; boosts and smoothing scale with it.
 
     Facts are short and distilled, so they take the first ranks of both searches; counted among everything, they
     push the episodes they came from down both lists, and reciprocal rank fusion (steep at a small k) then puts
-    the evidence about the question out of the band. Hits tied in a search share their best rank. Without ranks
-    (a search that did not return them) the scores are kept as they are.
+    the evidence about the question out of the band. A hit's own rank in a search is its rank there less the hits
+    of the other kind ranked above it among these hits (the top k): exact when those are all here. Without ranks
+    on every hit (a search that did not ask for them) the scores are kept as they are.
     """
-    if any(h.dense_rank is None and h.sparse_rank is None for h in hits):
+    if not hits or any(h.dense_rank is None and h.sparse_rank is None for h in hits):
         return [h.score for h in hits]
-
-    def scores(hit: ScoredEntry) -> tuple[float | None, float | None]:
-        """The hit's score in the dense and in the sparse search (None where it was not found)."""
-        return (hit.dense_score if hit.dense_rank is not None else None,
-                hit.sparse_score if hit.sparse_rank is not None else None)
-
-    def fused(hit: ScoredEntry, peers: list[ScoredEntry]) -> float:
-        total = 0.0
-        for search, score in enumerate(scores(hit)):
-            if score is not None:
-                ahead = sum(1 for peer in peers if (theirs := scores(peer)[search]) is not None and theirs > score)
-                total += 1.0 / (rrf_k + ahead)
-        return total
-
+    derived = [h.entry.kind in DERIVED for h in hits]
+    # per search and kind, the sorted ranks of the hits of that kind found there
+    ranks = {(search, kind): sorted(rank for h, d in zip(hits, derived, strict=True) if d is kind
+                                    and (rank := (h.dense_rank, h.sparse_rank)[search]) is not None)
+             for search in (0, 1) for kind in (False, True)}
     out = []
-    for hit in hits:
-        derived = hit.entry.kind in DERIVED
-        everyone, own = fused(hit, hits), fused(hit, [p for p in hits if (p.entry.kind in DERIVED) is derived])
-        out.append(hit.score * own / everyone if everyone else hit.score)
+    for hit, kind in zip(hits, derived, strict=True):
+        everyone = own = 0.0
+        for search, rank in enumerate((hit.dense_rank, hit.sparse_rank)):
+            if rank is not None:
+                everyone += 1.0 / (rrf_k + rank - 1)
+                own += 1.0 / (rrf_k + rank - 1 - bisect.bisect_left(ranks[search, not kind], rank))
+        out.append(hit.score * own / everyone)
     return out
 
 
-def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency,
-             figure: str | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: str | None = None,
+             engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
     if reading.orientation == "event" or len(hits) < 2:
         return hits, {}
-    scores = among_own_kind(hits, currency.rrf_k)
+    scores = among_own_kind(hits, currency.rrf_k) if engine_fused else [h.score for h in hits]
     episodes = [s for h, s in zip(hits, scores, strict=True) if h.entry.kind == "episodic"] or scores
     best = max(episodes) or 1.0
     relevance = [s / best for s in scores]
@@ -179,7 +177,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency,
     newer_first = reading.orientation == "present"
     weight = currency.weight if reading.explicit or not newer_first else currency.tense_weight
     chatter = {i for i in band if small_talk(hits[i].entry)}
-    figureless = {i for i in band if figure and not figures.stated(hits[i].entry)} - chatter
+    figureless = {i for i in band if figure and hits[i].entry.kind == "episodic"
+                  and not figures.stated(hits[i].entry)} - chatter
     chatter |= figureless
     newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
     half_life_s = currency.half_life_days * 86_400

@@ -140,7 +140,7 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     metrics.deep_rounds.observe(rounds)
     fused, ordering = for_time(fuse(state.lists, request.k), request.query,
                                language.detect_iso(request.query, retrieval.settings.bm25_language),
-                               retrieval.settings, request.k)
+                               retrieval.settings, request.k, engine_fused=False)  # fused here, by FUSION_K
     total = (time.perf_counter() - started) * 1e3
     timings = searched.timings
     model_ms = total - timings.embed - timings.search

@@ -1,43 +1,60 @@
 """Questions that ask for a figure, and windows that state one.
 
 "How many beta testers are there now?", "房租每个月多少钱？": the answer is a number, so a window that states none
-cannot say what the figure is now, however new it is ("the roadmap for next year is in the works"). Only the
-question's words are read: its words for a quantity (how many / how much / 多少 / 几) and the names of measured
-things (a latency, a version, a price, a rate, 转化率), never the wording of the memories. A window states a figure
-when its own lines hold a number other than a date: digits, number words or Chinese numerals.
+cannot say what the figure is now, however new it is ("the roadmap for next year is in the works"). The question
+is read by its words for a count or an amount (how many / how much / 多少 / 几 before a counter) and the names of
+measured things (a latency, a version, a price, a conversion rate). Questions whose answer is usually a date or a
+word ("how long has she…", "how old", "how often") are left alone. A window states a figure when its own lines
+hold a number that is not a date: digits, or number words and Chinese numerals before a counter or unit. Reading
+numbers is the one thing this looks for in the memories; it never reads what they are about.
 """
 import re
 
 from shared.consolidation.importance import utterances
 from shared.store import MemoryEntry
 
-# How much / how many first (the cue explain shows), then the nouns of measured things, which are said in
-# numbers: a latency, a version, a price, a rate. 几月 / 哪一年 ask for a date (an event, tense.py), 周几 a weekday,
-# 几乎 is "almost"; 效率 / 频率 / 概率 are not figures people quote.
-_ASKS = (re.compile(r"\bhow\s+(?:many|much|long|often|far|old|big|fast|large|high|heavy)\b|\bwhat\s+time\b",
-                    re.IGNORECASE),
-         re.compile(r"多少|(?<![周期拜])几(?![乎月])|多久|多长|多大|多高|多远|多快|多重"),
-         re.compile(r"\b(?:latency|price|cost|rent|salary|budget|percentage|rate|score|version|number\s+of|count|size|"
-                    r"weight|height|age|speed|fee)s?\b", re.IGNORECASE),
-         re.compile(r"延迟|价格|价钱|房租|租金|工资|薪水|预算|版本|分数|体重|身高|年龄|速度|费用|"
-                    r"[\u4e00-\u9fff]{1,2}(?<![效频概])率"))
-# The dates the compressor writes beside relative times ("（2024年5月）", "(21 October 2023)"), and dates as such.
-_DATE_NOTE = re.compile(r"[（(][^（()）\n]*\d{4}[^（()）\n]*[)）]")
-_DATE = re.compile(r"\d{4}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?|\d{1,2}月\d{1,2}[日号]|\b(?:19|20)\d{2}\b")
-_FIGURE = re.compile(r"\d|[一二两三四五六七八九十]*[十百千万亿][一二三四五六七八九十]*|"
-                     r"[两三四五六七八九][个位人只次天周月年块元岁倍点]|"
-                     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:thir|four|fif|six|seven|"
-                     r"eigh|nine)teen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|"
-                     r"billion|dozen|half|double|twice)\b", re.IGNORECASE)
+# A count or an amount, first (the cue explain shows).
+_ASKS_COUNT = (re.compile(r"\bhow\s+(?:many|much|big|fast|large|high|heavy|tall|far)\b|\bwhat\s+time\b",
+                          re.IGNORECASE),
+               # 几 asks for a number before a counter (几个人, 几点); 这几天, 好几次, 几号 and 几月 do not.
+               re.compile(r"多少|(?<![这那前后好没近])几(?=[个位人只条家次岁点块元台辆本张间套层项倍十百千万])"))
+# The names of measured things, which are said in numbers.
+_ASKS_MEASURE = (re.compile(r"\b(?:latency|price|cost|rent|salary|budget|percentage|(?<![-\w])rate|score|version|"
+                            r"number\s+of|size|weight|height|speed|fee|charge|accuracy|uptime|rating)s?\b",
+                            re.IGNORECASE),
+                 re.compile(r"延迟|价格|价钱|价位|什么价|房租|租金|工资|薪水|预算|版本|分数|体重|身高|速度|费用|数量|人数|"
+                            r"(?:转化|留存|成功|增长|点击|崩溃|错误|失败|命中|准确|召回|通过|复购|流失|出勤|入住|完成|"
+                            r"覆盖|丢包|体脂|利|汇|税)率"))
+_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+# Dates, in the forms people and the compressor write them: the note beside a relative time ("（2024年5月）",
+# "(21 October 2023)"), "9 March 2024", "March 9", "2024-03-15", "9/3", "in 2025", 2024年3月15日, 三月十五号.
+_DATES = re.compile(
+    r"[（(][^（()）\n]*(?:\d{4}年|\b(?:19|20)\d{2}\b)[^（()）\n]*[)）]|"
+    r"\b\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTH + r"\b(?:,?\s+(?:19|20)\d{2})?|"
+    r"\b" + _MONTH + r"\.?\s+\d{1,2}(?:st|nd|rd|th)?\b(?:,?\s+(?:19|20)\d{2})?|"
+    r"\b" + _MONTH + r"\s+(?:19|20)\d{2}\b|"
+    r"\b(?:in|since|by|until|till|from|of|year)\s+(?:19|20)\d{2}\b|"
+    r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|"
+    r"\d{4}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?|\d{1,2}月(?:\d{1,2}[日号])?|\d{1,2}[日号]|"
+    r"[一二三四五六七八九十]{1,2}月(?:[一二三四五六七八九十]{1,3}[日号])?|[一二三四五六七八九十]{1,3}号",
+    re.IGNORECASE)
+_FIGURE = re.compile(
+    r"\d|"
+    r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:thir|four|fif|six|seven|eigh|nine)teen|"
+    r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen)\b|"
+    # a Chinese numeral before a counter or unit ("两千多人", "三个", "八点半"); 十分 alone is "very", 一个 "a"
+    r"(?<![零一二两三四五六七八九十百千万亿])(?!十分|一[^零一二两三四五六七八九十百千万亿])"
+    r"[零一二两三四五六七八九十百千万亿]+多?[个位人名只家次块元岁倍台辆本张条项分秒斤米点层套间]",
+    re.IGNORECASE)
 
 
 def asked(query: str) -> str | None:
     """The words by which the question asks for a figure, if it does."""
-    found = next((m for pattern in _ASKS if (m := pattern.search(query))), None)
+    found = next((m for pattern in (*_ASKS_COUNT, *_ASKS_MEASURE) if (m := pattern.search(query))), None)
     return found.group(0) if found else None
 
 
 def stated(entry: MemoryEntry) -> bool:
-    """Whether an entry's own lines state a figure (a number, not a date)."""
-    text = _DATE.sub(" ", _DATE_NOTE.sub(" ", "\n".join(utterances(entry.text))))
-    return _FIGURE.search(text) is not None
+    """Whether an entry's own lines state a figure: a number that is not a date."""
+    return _FIGURE.search(_DATES.sub(" ", "\n".join(utterances(entry.text)))) is not None

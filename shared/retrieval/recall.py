@@ -135,14 +135,15 @@ def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], 
     return out, reasons
 
 
-def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings,
-             k: int) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings, k: int,
+             engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits ordered for the time the query asks about (currency.py), last, so that nothing after it undoes
-    what `explain` says, and why each one moved."""
+    what `explain` says, and why each one moved (`engine_fused`: the scores are the store's fusion of the hits'
+    ranks)."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
                         half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight,
                         rrf_k=settings.rrf_k)
-    return rerank(hits, tense.read(query, lang), currency, k, figures.asked(query))
+    return rerank(hits, tense.read(query, lang), currency, k, figures.asked(query), engine_fused)
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,8 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     entry_filter, applied = entry_filter_of(request)
     use_mmr = settings.mmr_lambda is not None
     candidates = max(request.k * 2, 20)  # room for boosts, currency and diversity to change the order
+    # Each search's ranks (two more requests in the same engine call) when currency will count them again by kind.
+    ranks = request.explain or (request.k > 1 and tense.read(request.query, query_plan.lang).orientation != "event")
     # Boosts reorder the candidates in the engine; currency, diversity and smoothing look at all of them here.
     with spans.span("engram.recall search", attributes={"engram.candidates": candidates}):
         hits = await retrieval.store.hybrid_query(
@@ -187,7 +190,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             limit=candidates, entry_filter=entry_filter,
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
             boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
-            candidates=candidates, explain=True, with_vectors=use_mmr)  # the ranks, for currency.among_own_kind
+            candidates=candidates, explain=ranks, with_vectors=use_mmr)
     searched = time.perf_counter()
     with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
         boosts = _boost_reasons(hits, query_plan, settings)

@@ -120,65 +120,134 @@ def test_a_short_window_that_names_or_counts_something_is_news_not_small_talk(te
 
 
 @pytest.mark.parametrize(("query", "asks"), [
-    ("How many beta testers are there now?", "How many"), ("how much is my rent", "how much"),
+    ("How many beta testers are there now?", "How many"),
+    ("how much is my rent", "how much"),
     ("What's the p95 latency of the checkout service?", "latency"),
-    ("Which Postgres version does it run on?", "version"), ("What time is Margot's swim training?", "What time"),
-    ("房租每个月多少钱？", "多少"), ("梁宇目前每天几点上班？", "几"),
-    ("星图App的崩溃率是多少？", "多少"), ("潮汐记账最新发布的是哪个版本？", "版本"), ("转化率现在是？", "转化率"),
-    ("Where does Lena live now?", None), ("What does Jonas do for work?", None), ("例会现在是周几开？", None),
-    ("她几乎每天都去吗？", None), ("我现在住在哪个城市？", None), ("现在的效率怎么样？", None)])
+    ("Which Postgres version does it run on?", "version"),
+    ("What time is Margot's swim training?", "What time"),
+    ("What does Sadie charge for a skein?", "charge"),
+    ("房租每个月多少钱？", "多少"),
+    ("梁宇目前每天几点上班？", "几"),
+    ("组里现在几个人？", "几"),
+    ("星图App的崩溃率是多少？", "多少"),
+    ("潮汐记账最新发布的是哪个版本？", "版本"),
+    ("转化率现在是？", "转化率"),
+    ("门店数量是？", "数量"),
+    ("Where does Lena live now?", None),
+    ("What does Jonas do for work?", None),
+    ("How long has Ana been in her job?", None),  # answered by a date ("since 2021")
+    ("How often does Ana swim now?", None),  # answered in words ("every morning")
+    ("How old is her dog?", None),
+    ("a first-rate team?", None),
+    ("例会现在是周几开？", None),
+    ("她几乎每天都去吗？", None),
+    ("她这几天怎么样？", None),
+    ("小王好几次说想搬家，现在住哪？", None),
+    ("几号开会？", None),
+    ("我现在住在哪个城市？", None),
+    ("他很直率吗？", None),
+    ("现在的效率怎么样？", None)])
 def test_a_question_asks_for_a_figure_by_its_own_words(query: str, asks: str | None) -> None:
-    """How many / how much / 多少 / 几, or the name of a measured thing (a latency, a version, a rate); a weekday
-    (周几) is not a figure."""
+    """How many / how much / 多少 / 几 before a counter, or the name of a measured thing (a latency, a version, a
+    conversion rate); not a weekday (周几), a date (几号), "a few" (这几天, 好几次), nor a question usually answered
+    by a date or in words (how long, how old, how often)."""
     assert figures.asked(query) == asks
 
 
 @pytest.mark.parametrize(("text", "states"), [
-    ("Ana: we're at 1500 testers now\nAssistant: wow", True), ("Ana: the team is six people again\nAssistant: ok",
-                                                                True),
-    ("贺宁: 内测群已经两千多人了\n助手: 厉害", True), ("张思远: p99降到180ms了\n助手: 漂亮", True),
+    ("Ana: we're at 1500 testers now\nAssistant: wow", True),
+    ("Ana: the team is six people again\nAssistant: ok", True),
+    ("Ana: rent is now 2000 a month\nAssistant: ok", True),  # a number, not the year 2000
+    ("Ana: (now 1500 testers)\nAssistant: ok", True),
+    ("贺宁: 内测群已经两千多人了\n助手: 厉害", True),
+    ("张思远: p99降到180ms了\n助手: 漂亮", True),
+    ("小王: 九十分！\n助手: 棒", True),
     ("[Sat 2 March 2024]\nAna: the roadmap for next year (2025) is in the works\nAssistant: exciting", False),
+    ("Ana: we finally moved (the week of 3 March 2024)\nAssistant: congrats", False),  # the compressor's note
+    ("Ana: see you on March 9\nAssistant: ok", False),
+    ("Ana: back on 9 March 2024, promise\nAssistant: ok", False),
+    ("Ana: I've been there since 2021\nAssistant: ok", False),
+    ("Ana: one of those days, no one called\nAssistant: hugs", False),
     ("[2024年11月25日]\n张思远: 明年（2025年）的规划在写了 想把下单链路拆成独立服务\n助手: 好", False),
+    ("小王: 下周一（2024年5月13日）去报到\n助手: 好", False),  # the compressor's note
+    ("小王: 3月15号搬家\n助手: 好", False),
+    ("小王: 三月十五号搬家\n助手: 好", False),
+    ("小王: 十分感谢，好一点了\n助手: 不客气", False),
+    ("小王: 五月去冰岛，一个朋友说的\n助手: 好", False),
+    ("小王: 三天前换了工作\n助手: 恭喜", False),
     ("[2024年1月13日]\n贺宁: 同步的bug修好了，好评多了\n助手: 太好了！", False)])
 def test_a_window_states_a_figure_when_its_lines_hold_a_number_not_a_date(text: str, states: bool) -> None:
-    """Digits, number words and Chinese numerals count; the window's date header, the dates the compressor writes
-    beside relative times and dates as such do not."""
+    """Digits, number words and Chinese numerals before a counter count; the window's date header, the dates the
+    compressor writes beside relative times, dates as such, and words that only look like numbers ("no one",
+    十分, 五月, 一个) do not."""
     assert figures.stated(hit("w", 1.0, 0, text=text).entry) is states
+
+
+TESTERS = [hit("200 testers", 1.0, 0, text="Ana: the beta has 200 testers\nAssistant: nice start"),
+           hit("roadmap", 0.9, 300, text="Ana: the roadmap for the app is in the works, all about sync and "
+                                         "subscriptions\nAssistant: exciting"),
+           hit("1500 testers", 0.7, 180, text="Ana: we're at 1500 testers since the blog post\nAssistant: wow")]
 
 
 def test_a_newer_window_without_a_figure_gains_nothing_when_the_question_asks_for_one() -> None:
     """"How many testers now?": the newest window about the app that states no number (the roadmap) cannot say
     what the count is now, so the newest window stating one comes first; asked about the app in general, the
     roadmap, being newest, does. explain says why."""
-    hits = [hit("200 testers", 1.0, 0, text="Ana: the beta has 200 testers\nAssistant: nice start"),
-            hit("roadmap", 0.9, 300, text="Ana: the roadmap for the app is in the works, all about sync and "
-                                          "subscriptions\nAssistant: exciting"),
-            hit("1500 testers", 0.7, 180, text="Ana: we're at 1500 testers since the blog post\nAssistant: wow")]
-    assert order(hits, "How many beta testers does the app have now?") == ["1500 testers", "200 testers", "roadmap"]
-    assert order(hits, "What is Ana doing with the app now?") == ["roadmap", "200 testers", "1500 testers"]
-    _, reasons = rerank(hits, read("How many testers now?", "en"), CURRENCY, None, "How many")
+    assert order(TESTERS, "How many beta testers does the app have now?") == ["1500 testers", "200 testers",
+                                                                              "roadmap"]
+    assert order(TESTERS, "What is Ana doing with the app now?") == ["roadmap", "200 testers", "1500 testers"]
+    _, reasons = rerank(TESTERS, read("How many testers now?", "en"), CURRENCY, None, "How many")
     assert "states no figure and the question asks for one (How many), no gain for its age" in reasons["roadmap"][0]
 
 
-def ranked_hit(name: str, rank: int, days: int, kind: EntryKind = "episodic") -> ScoredEntry:
-    """A hit at `rank` in both the dense and the sparse search, with the score the engine's fusion gives it."""
-    found = hit(name, 2.0 / (3 + rank - 1), days, kind)
-    return found.model_copy(update={"dense_rank": rank, "dense_score": 1.0 / rank, "sparse_rank": rank,
-                                    "sparse_score": 10.0 / rank})
+def test_small_talk_is_said_to_be_small_talk_even_when_the_question_asks_for_a_figure() -> None:
+    """A "thanks!" window states no figure either; explain names the reason it has of its own."""
+    _, reasons = rerank([*TESTERS, thanks(400, 0.9)], read("How many testers now?", "en"), CURRENCY, None,
+                        "How many")
+    assert "small talk, no gain for its age" in reasons["thanks 400"][0]
+
+
+def test_a_derived_claim_keeps_its_gain_without_a_figure() -> None:
+    """The figure rule is about windows: a fact keeps the gain of its date (and still yields to newer evidence)."""
+    fact = hit("Ana runs the beta", 1.0, 300, kind="fact", text="Ana runs the beta of the app (stated 2025)")
+    ranked, reasons = rerank([TESTERS[0], fact], read("How many testers now?", "en"), CURRENCY, None, "How many")
+    assert [h.entry.id for h in ranked] == ["Ana runs the beta", "200 testers"]
+    assert "states no figure" not in " ".join(reasons["Ana runs the beta"])
+
+
+def ranked_hit(name: str, dense: int | None, sparse: int | None, days: int,
+               kind: EntryKind = "episodic") -> ScoredEntry:
+    """A hit at these ranks of the dense and the sparse search (None: not found there), with the score the
+    engine's fusion (k = 3) gives it."""
+    score = sum(1.0 / (3 + rank - 1) for rank in (dense, sparse) if rank is not None)
+    return hit(name, score, days, kind).model_copy(update={
+        "dense_rank": dense, "dense_score": None if dense is None else 1.0 / dense,
+        "sparse_rank": sparse, "sparse_score": None if sparse is None else 10.0 / sparse})
 
 
 def test_facts_at_the_top_of_both_searches_do_not_push_the_evidence_out_of_the_band() -> None:
     """Short facts take the first ranks of both searches; counted among them, the newer window (sixth in both) is
     far below the older one (first) and out of the band. Counted among the episodes it is second, in the band, and
     being newer it comes first when asked about now."""
-    facts = [ranked_hit(f"fact {i}", i, 0, kind="fact") for i in range(2, 6)]
-    hits = [ranked_hit("vienna", 1, 0), *facts, ranked_hit("moved to graz", 6, 180)]
+    facts = [ranked_hit(f"fact {i}", i, i, 0, kind="fact") for i in range(2, 6)]
+    hits = [ranked_hit("vienna", 1, 1, 0), *facts, ranked_hit("moved to graz", 6, 6, 180)]
     scores = among_own_kind(hits, 3)
     assert (round(scores[0], 3), round(scores[-1], 3)) == (0.667, 0.5)  # 2 / (3 + 0) and 2 / (3 + 1)
+    assert [round(x, 3) for x in scores[1:3]] == [0.667, 0.5]  # the facts, counted among themselves
     assert order(hits, "Where does Lena live now?")[0] == "moved to graz"
-    unranked = [h.model_copy(update={"dense_rank": None, "sparse_rank": None}) for h in hits]
-    assert among_own_kind(unranked, 3) == [h.score for h in hits]
-    assert order(unranked, "Where does Lena live now?")[0] == "vienna"
+    assert rerank(hits, read("Where does Lena live now?", "en"), CURRENCY, engine_fused=False)[0][0].entry.id == \
+        "vienna"  # deep recall's own fusion is kept as it is
+
+
+def test_counting_by_kind_takes_each_search_on_its_own_and_profiles_with_facts() -> None:
+    """A hit found by one search only is counted in that one; a profile is a derived claim, counted with facts;
+    one hit without ranks (a search that did not ask for them) leaves every score as it is."""
+    hits = [ranked_hit("profile", 1, None, 0, kind="profile"), ranked_hit("fact", None, 1, 0, kind="fact"),
+            ranked_hit("window", 2, 2, 0)]
+    scores = among_own_kind(hits, 3)
+    assert [round(x, 3) for x in scores] == [0.333, 0.333, 0.667]  # the window is first of its kind in both
+    partly = [*hits, hit("no ranks", 0.1, 0)]
+    assert among_own_kind(partly, 3) == [h.score for h in partly]
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
