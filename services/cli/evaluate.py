@@ -84,17 +84,20 @@ async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: 
     console.print(f"wrote {path}")
 
 
+_HALVES = get_args(updates.Split)
+_TUNING = ", ".join(h for h in _HALVES if h != "test")
+
+
 def _check_split(split: str) -> None:
     """Exit with a clear message unless `split` names a half of the update stories."""
-    halves = get_args(updates.Split)
-    if split not in halves:
-        err.print(f"[red]--split must be one of {', '.join(halves)}, not {split!r}[/red]")
+    if split not in _HALVES:
+        err.print(f"[red]--split must be one of {', '.join(_HALVES)}, not {split!r}[/red]")
         raise typer.Exit(2)
 
 
 @app.command("updates")
 def eval_updates(split: str = typer.Option("dev", "--split",
-                                          help="dev, dev2, dev3 or dev4 (tune on them) or test (measure only)"),
+                                          help=f"{_TUNING} (tune on them) or test (measure only)"),
                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
                  consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",
@@ -110,7 +113,7 @@ def eval_updates(split: str = typer.Option("dev", "--split",
 def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. en-015"),
                out: Path = typer.Argument(help="JSONL file of its turns, for `engram ingest`"),  # noqa: B008
                split: str = typer.Option("dev", "--split",
-                                         help="the half it is in (dev, dev2, dev3, dev4 or test)")) -> None:
+                                         help=f"the half it is in ({_TUNING} or test)")) -> None:
     """Write one update story's turns as JSONL (user id `<id>`), to ingest it and look at a recall with --explain."""
     _check_split(split)
     stories = {s.id: s for s in updates.load(updates.split_path(split))}  # type: ignore[arg-type]

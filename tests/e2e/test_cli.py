@@ -4,8 +4,10 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import get_args
 
 from services.stack import Running
+from shared.evaluation import updates
 from tests.support.ids import unique
 from tests.support.turns import conversation
 
@@ -61,6 +63,7 @@ async def test_bad_files_and_unreachable_servers_fail_clearly(tmp_path: Path) ->
 async def test_an_unknown_half_of_the_update_stories_is_named_with_the_halves_there_are(tmp_path: Path) -> None:
     """`engram eval updates` and `engram eval story` exit 2 on a half that does not exist, listing the ones that do."""
     code, out = await engram("eval", "updates", "--split", "nope", "--out", str(tmp_path))
-    assert code == 2 and "--split must be one of dev, dev2, dev3, dev4, test, not 'nope'" in out
+    halves = ", ".join(get_args(updates.Split))
+    assert code == 2 and f"--split must be one of {halves}, not 'nope'" in out
     code, out = await engram("eval", "story", "en-001", str(tmp_path / "story.jsonl"), "--split", "bad")
     assert code == 2 and "not 'bad'" in out and not (tmp_path / "story.jsonl").exists()
