@@ -1,24 +1,24 @@
 """Current by default: among the hits about the same thing, a question about the present gets the newest evidence
 first, a question about an earlier state the older one, and a derived claim never stands above newer evidence.
 
-No rule has to recognise what the memories say. "About the same thing" is measured, not parsed: a hit of the top
-k belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks counted
-among hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the evidence:
-a fact is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade
-places: each keeps its relevance and gains up to `weight` for being newer (older, for an earlier state), the gain
-halving with every `half_life_days` it is older than the newest of the band, so the windows of one chat, minutes
-apart, are ordered by relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains
-nothing for its age, counts for no date of the band and is no evidence a derived claim yields to: it says nothing
-of how things stand, and a short text can match a short question closely by chance. So too, for a question that
-asks for a figure ("how many", "多少", "the p95 latency"), a window whose lines state no number (figures.py): it
-cannot say what the figure is now. Only the hits relevance already put in the top k trade places (time orders
-what relevance picked), and hits outside the band keep theirs.
+No rule has to recognise what the memories say. "About the same thing" is measured, not parsed: a hit of the top k
+belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks counted among
+hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the evidence: a fact
+is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade places:
+each keeps its relevance and gains up to `weight` for being newer (older, for an earlier state), the gain halving
+with every `half_life_days` it is older than the newest of the band, so the windows of one chat, minutes apart, are
+ordered by relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains nothing for
+its age, counts for no date of the band and is no evidence a derived claim yields to: it says nothing of how things
+stand, and a short text can match a short question closely by chance. So too, for a question that asks for a figure
+("how many", "多少", "the p95 latency"), an entry whose lines state no number (figures.py): it cannot say what the
+figure is now, be it a window or a claim derived from one. Only the hits relevance already put in the top k trade
+places (time orders what relevance picked), and hits outside the band keep theirs.
 
 How much newer counts depends on how the question asks about the present (tense.py): a time word ("now",
 "currently", "现在") means the asker expects things to have changed, so `weight` applies; the present tense alone
-("who is her partner?") applies `tense_weight`, a smaller gain: newer evidence comes first over older evidence at
-most that much more relevant, as the question may be about something that changed without saying so. A question
-about a past event ("when did she move?") is left to relevance alone.
+("who is her partner?") applies `tense_weight` (as large by default: the question may be about something that
+changed without saying so; smaller, newer evidence comes first only over older evidence at most that much more
+relevant). A question about a past event ("when did she move?") is left to relevance alone.
 
 Derived claims yield to evidence. A fact is ranked as the evidence it came from (right after its source episode,
 when that is among the top k); on a question about the present it also ranks below each in-band episode said at
@@ -48,7 +48,7 @@ class Currency:
     band: float
     weight: float
     half_life_days: float = 30.0
-    tense_weight: float = 0.5  # the gain when only the tense, no time word, says "the present"
+    tense_weight: float | None = None  # the gain when only the tense, no time word, says "the present" (None: weight)
     rrf_k: int = 3  # the fusion's k (ENGRAM_RRF_K), to count a hit's ranks again among its own kind
 
 
@@ -175,10 +175,10 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
     if len(band) < 2:
         return hits, {}
     newer_first = reading.orientation == "present"
-    weight = currency.weight if reading.explicit or not newer_first else currency.tense_weight
+    tense_weight = currency.weight if currency.tense_weight is None else currency.tense_weight
+    weight = currency.weight if reading.explicit or not newer_first else tense_weight
     chatter = {i for i in band if small_talk(hits[i].entry)}
-    figureless = {i for i in band if figure and hits[i].entry.kind == "episodic"
-                  and not figures.stated(hits[i].entry)} - chatter
+    figureless = {i for i in band if figure and not figures.stated(hits[i].entry)} - chatter
     chatter |= figureless
     newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
     half_life_s = currency.half_life_days * 86_400
