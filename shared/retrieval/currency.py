@@ -116,7 +116,8 @@ def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, 
 
 
 def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int | None = None,
-           figure: str | None = None, engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+           figure: figures.Asked | None = None,
+           engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
 
     Only the first `k` hits trade places (all when None): relevance picks what is returned, time orders it.
@@ -162,7 +163,7 @@ def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
     return out
 
 
-def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: str | None = None,
+def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: figures.Asked | None = None,
              engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
     if reading.orientation == "event" or len(hits) < 2:
@@ -178,7 +179,7 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
     tense_weight = currency.weight if currency.tense_weight is None else currency.tense_weight
     weight = currency.weight if reading.explicit or not newer_first else tense_weight
     chatter = {i for i in band if small_talk(hits[i].entry)}
-    figureless = {i for i in band if figure and not figures.stated(hits[i].entry)} - chatter
+    figureless = {i for i in band if figure and not figures.stated(hits[i].entry, figure.named)} - chatter
     chatter |= figureless
     newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
     half_life_s = currency.half_life_days * 86_400
@@ -205,8 +206,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
         which, asked = ("newer", "the present") if newer_first else ("older", "an earlier state")
         for place, hit in zip(band, moved, strict=True):
             was = hits.index(hit)
-            gain = (f"states no figure and the question asks for one ({figure}), no gain for its age"
-                    if was in figureless else "small talk, no gain for its age" if was in chatter
+            gain = (f"states no figure and the question asks for one ({figure.cue}), no gain for its age"
+                    if figure and was in figureless else "small talk, no gain for its age" if was in chatter
                     else f"{which} evidence first (+{weight:g} at most)")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "

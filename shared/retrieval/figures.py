@@ -9,6 +9,7 @@ hold a number that is not a date: digits, or number words and Chinese numerals b
 numbers is the one thing this looks for in the memories; it never reads what they are about.
 """
 import re
+from dataclasses import dataclass
 
 from shared.consolidation.importance import utterances
 from shared.store import MemoryEntry
@@ -28,13 +29,14 @@ _ASKS_MEASURE = (re.compile(r"\b(?:latency|price|cost|rent|salary|budget|percent
 _MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
           r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
 # Dates, in the forms people and the compressor write them: the note beside a relative time ("（2024年5月）",
-# "(21 October 2023)"), "9 March 2024", "March 9", "2024-03-15", "9/3", "in 2025", 2024年3月15日, 三月十五号.
+# "(21 October 2023)"), "9 March 2024", "March 9", "2024-03-15", "9/3", "in 2025", a quarter ("Q1"), 2024年3月15日,
+# 三月十五号.
 _DATES = re.compile(
     r"[（(][^（()）\n]*(?:\d{4}年|\b(?:19|20)\d{2}\b)[^（()）\n]*[)）]|"
     r"\b\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTH + r"\b(?:,?\s+(?:19|20)\d{2})?|"
     r"\b" + _MONTH + r"\.?\s+\d{1,2}(?:st|nd|rd|th)?\b(?:,?\s+(?:19|20)\d{2})?|"
     r"\b" + _MONTH + r"\s+(?:19|20)\d{2}\b|"
-    r"\b(?:in|since|by|until|till|from|of|year)\s+(?:19|20)\d{2}\b|"
+    r"\b(?:in|since|by|until|till|from|of|year)\s+(?:19|20)\d{2}\b|\b[QH][1-4]\b|"
     r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|"
     r"\d{4}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?|\d{1,2}月(?:\d{1,2}[日号])?|\d{1,2}[日号]|"
     r"[一二三四五六七八九十]{1,2}月(?:[一二三四五六七八九十]{1,3}[日号])?|[一二三四五六七八九十]{1,3}号",
@@ -49,12 +51,30 @@ _FIGURE = re.compile(
     re.IGNORECASE)
 
 
-def asked(query: str) -> str | None:
-    """The words by which the question asks for a figure, if it does."""
+_NAMED = re.compile(r"[^\W_]*\d[^\W_]*")  # a word with digits: "p95", "Q1", "v2"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """How a question asks for a figure (its cue, for explain), and the words with digits it says itself ("p95"),
+    which name what is measured, not its value."""
+
+    cue: str
+    named: frozenset[str] = frozenset()
+
+
+def asked(query: str) -> Asked | None:
+    """How the question asks for a figure, if it does."""
     found = next((m for pattern in (*_ASKS_COUNT, *_ASKS_MEASURE) if (m := pattern.search(query))), None)
-    return found.group(0) if found else None
+    if found is None:
+        return None
+    return Asked(found.group(0), frozenset(w.casefold() for w in _NAMED.findall(query)))
 
 
-def stated(entry: MemoryEntry) -> bool:
-    """Whether an entry's own lines state a figure: a number that is not a date."""
-    return _FIGURE.search(_DATES.sub(" ", "\n".join(utterances(entry.text)))) is not None
+def stated(entry: MemoryEntry, besides: frozenset[str] = frozenset()) -> bool:
+    """Whether an entry's own lines state a figure: a number that is not a date, nor a word with digits the
+    question said itself (`besides`: "what is the p95 latency?" is not answered by a window that says "p95")."""
+    text = _DATES.sub(" ", "\n".join(utterances(entry.text)))
+    if besides:
+        text = _NAMED.sub(lambda m: " " if m.group(0).casefold() in besides else m.group(0), text)
+    return _FIGURE.search(text) is not None

@@ -151,7 +151,8 @@ def test_a_question_asks_for_a_figure_by_its_own_words(query: str, asks: str | N
     """How many / how much / 多少 / 几 before a counter, or the name of a measured thing (a latency, a version, a
     conversion rate); not a weekday (周几), a date (几号), "a few" (这几天, 好几次), nor a question usually answered
     by a date or in words (how long, how old, how often)."""
-    assert figures.asked(query) == asks
+    found = figures.asked(query)
+    assert (found.cue if found else None) == asks
 
 
 @pytest.mark.parametrize(("text", "states"), [
@@ -183,6 +184,17 @@ def test_a_window_states_a_figure_when_its_lines_hold_a_number_not_a_date(text: 
     assert figures.stated(hit("w", 1.0, 0, text=text).entry) is states
 
 
+def test_a_word_with_digits_the_question_says_itself_is_no_answer() -> None:
+    """"What's the p95 latency now?" is not answered by a window that says "p95" and no value, nor by "Q1"."""
+    asked = figures.asked("What's the p95 latency of search now?")
+    assert asked is not None and asked.named == {"p95"}
+    said = hit("w", 1.0, 0, text="Viktor: search p95 is the Q1 goal\nAssistant: good luck").entry
+    assert not figures.stated(said, asked.named)
+    assert figures.stated(said)  # asked about something else, "p95" is a figure
+    assert figures.stated(hit("w", 1.0, 0, text="Viktor: search p95 is 310ms now\nAssistant: nice").entry,
+                          asked.named)
+
+
 TESTERS = [hit("200 testers", 1.0, 0, text="Ana: the beta has 200 testers\nAssistant: nice start"),
            hit("roadmap", 0.9, 300, text="Ana: the roadmap for the app is in the works, all about sync and "
                                          "subscriptions\nAssistant: exciting"),
@@ -196,21 +208,23 @@ def test_a_newer_window_without_a_figure_gains_nothing_when_the_question_asks_fo
     assert order(TESTERS, "How many beta testers does the app have now?") == ["1500 testers", "200 testers",
                                                                               "roadmap"]
     assert order(TESTERS, "What is Ana doing with the app now?") == ["roadmap", "200 testers", "1500 testers"]
-    _, reasons = rerank(TESTERS, read("How many testers now?", "en"), CURRENCY, None, "How many")
+    _, reasons = rerank(TESTERS, read("How many testers now?", "en"), CURRENCY, None,
+                         figures.asked("How many testers now?"))
     assert "states no figure and the question asks for one (How many), no gain for its age" in reasons["roadmap"][0]
 
 
 def test_small_talk_is_said_to_be_small_talk_even_when_the_question_asks_for_a_figure() -> None:
     """A "thanks!" window states no figure either; explain names the reason it has of its own."""
     _, reasons = rerank([*TESTERS, thanks(400, 0.9)], read("How many testers now?", "en"), CURRENCY, None,
-                        "How many")
+                        figures.asked("How many testers now?"))
     assert "small talk, no gain for its age" in reasons["thanks 400"][0]
 
 
 def test_a_derived_claim_without_a_figure_gains_nothing_either() -> None:
     """A fact that states no number cannot say what the figure is now any more than a window can."""
     fact = hit("Ana runs the beta", 0.9, 300, kind="fact", text="Ana runs the beta of the app (stated 2025)")
-    ranked, reasons = rerank([TESTERS[0], fact], read("How many testers now?", "en"), CURRENCY, None, "How many")
+    ranked, reasons = rerank([TESTERS[0], fact], read("How many testers now?", "en"), CURRENCY, None,
+                         figures.asked("How many testers now?"))
     assert [h.entry.id for h in ranked] == ["200 testers", "Ana runs the beta"]
     assert "states no figure" in reasons["Ana runs the beta"][0]
 
