@@ -30,7 +30,7 @@ _SMALL_TALK = re.compile(
     r"^(?:hi|hey|hello|yo|thanks|thank you|lol|haha+|ha|ok|okay|cool|nice|great|awesome|wow|bye|see you|"
     r"good (?:night|morning)|how are you|same|yeah|yes|no|sure|omg|you too|me too|take care|sounds good|"
     r"你好|谢谢|哈哈+|好的|嗯|再见|晚安|早安|是的|对)[\s!.,?~。！，？]*$", re.IGNORECASE)
-_FIGURE = re.compile(r"\d")
+_DIGIT = re.compile(r"\d")
 SUBSTANTIAL_WORDS = 12
 
 
@@ -44,6 +44,7 @@ class Signals:
     named: bool
     dated: bool
     small_talk: bool
+    counted: bool  # a digit in its own lines
 
     @property
     def durable(self) -> bool:
@@ -69,7 +70,7 @@ def signals(entry: MemoryEntry) -> Signals:
         preference=bool(_PREFERENCE.search(text)), commitment=bool(_COMMITMENT.search(text)),
         personal=bool(_PERSONAL.search(text)),
         named=bool(entry.entities) or any(p not in speakers for p in entry.persons[2:]),
-        dated=bool(_DATE.search(entry.text)), small_talk=small_talk)
+        dated=bool(_DATE.search(entry.text)), small_talk=small_talk, counted=bool(_DIGIT.search(text)))
 
 
 def importance(entry: MemoryEntry) -> float:
@@ -97,8 +98,7 @@ def small_talk(entry: MemoryEntry) -> bool:
     if entry.kind != "episodic":
         return False
     found = signals(entry)
-    return (found.small_talk and not found.durable and not found.named
-            and not _FIGURE.search("\n".join(utterances(entry.text))))
+    return found.small_talk and not found.durable and not found.named and not found.counted
 
 
 def durable(entry: MemoryEntry) -> bool:

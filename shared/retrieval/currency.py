@@ -163,10 +163,15 @@ def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
     return out
 
 
+def reorders(reading: Reading, k: int) -> bool:
+    """Whether the band may reorder `k` hits for this question: not one about a past event, and not a single hit."""
+    return reading.orientation != "event" and k > 1
+
+
 def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: figures.Asked | None = None,
              engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
-    if reading.orientation == "event" or len(hits) < 2:
+    if not reorders(reading, len(hits)):
         return hits, {}
     scores = among_own_kind(hits, currency.rrf_k) if engine_fused else [h.score for h in hits]
     episodes = [s for h, s in zip(hits, scores, strict=True) if h.entry.kind == "episodic"] or scores
@@ -179,7 +184,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
     tense_weight = currency.weight if currency.tense_weight is None else currency.tense_weight
     weight = currency.weight if reading.explicit or not newer_first else tense_weight
     chatter = {i for i in band if small_talk(hits[i].entry)}
-    figureless = {i for i in band if figure and not figures.stated(hits[i].entry, figure.named)} - chatter
+    figureless = set() if figure is None else {
+        i for i in band if i not in chatter and not figures.stated(hits[i].entry, figure.named)}
     chatter |= figureless
     newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
     half_life_s = currency.half_life_days * 86_400

@@ -11,6 +11,7 @@ numbers is the one thing this looks for in the memories; it never reads what the
 import re
 from dataclasses import dataclass
 
+from shared.compress.facts.tastes import MONTH
 from shared.consolidation.importance import utterances
 from shared.store import MemoryEntry
 
@@ -26,16 +27,14 @@ _ASKS_MEASURE = (re.compile(r"\b(?:latency|price|cost|rent|salary|budget|percent
                  re.compile(r"延迟|价格|价钱|价位|什么价|房租|租金|工资|薪水|预算|版本|分数|体重|身高|速度|费用|数量|人数|"
                             r"(?:转化|留存|成功|增长|点击|崩溃|错误|失败|命中|准确|召回|通过|复购|流失|出勤|入住|完成|"
                             r"覆盖|丢包|体脂|利|汇|税)率"))
-_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
-          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
 # Dates, in the forms people and the compressor write them: the note beside a relative time ("（2024年5月）",
 # "(21 October 2023)"), "9 March 2024", "March 9", "2024-03-15", "9/3", "in 2025", a quarter ("Q1"), 2024年3月15日,
 # 三月十五号.
 _DATES = re.compile(
     r"[（(][^（()）\n]*(?:\d{4}年|\b(?:19|20)\d{2}\b)[^（()）\n]*[)）]|"
-    r"\b\d{1,2}(?:st|nd|rd|th)?\s+" + _MONTH + r"\b(?:,?\s+(?:19|20)\d{2})?|"
-    r"\b" + _MONTH + r"\.?\s+\d{1,2}(?:st|nd|rd|th)?\b(?:,?\s+(?:19|20)\d{2})?|"
-    r"\b" + _MONTH + r"\s+(?:19|20)\d{2}\b|"
+    r"\b\d{1,2}(?:st|nd|rd|th)?\s+" + MONTH + r"\b(?:,?\s+(?:19|20)\d{2})?|"
+    r"\b" + MONTH + r"\.?\s+\d{1,2}(?:st|nd|rd|th)?\b(?:,?\s+(?:19|20)\d{2})?|"
+    r"\b" + MONTH + r"\s+(?:19|20)\d{2}\b|"
     r"\b(?:in|since|by|until|till|from|of|year)\s+(?:19|20)\d{2}\b|\b[QH][1-4]\b|"
     r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|"
     r"\d{4}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?|\d{1,2}月(?:\d{1,2}[日号])?|\d{1,2}[日号]|"

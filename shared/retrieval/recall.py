@@ -9,7 +9,7 @@ from engram_client.contract import EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
 from shared.llm import LlmClient
 from shared.retrieval import figures, tense
-from shared.retrieval.currency import Currency, rerank
+from shared.retrieval.currency import Currency, reorders, rerank
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
@@ -136,14 +136,15 @@ def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], 
 
 
 def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings, k: int,
-             engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+             engine_fused: bool = True, reading: tense.Reading | None = None
+             ) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits ordered for the time the query asks about (currency.py), last, so that nothing after it undoes
     what `explain` says, and why each one moved (`engine_fused`: the scores are the store's fusion of the hits'
-    ranks)."""
+    ranks; `reading`: the query's, when already read)."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
                         half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight,
                         rrf_k=settings.rrf_k)
-    return rerank(hits, tense.read(query, lang), currency, k, figures.asked(query), engine_fused)
+    return rerank(hits, reading or tense.read(query, lang), currency, k, figures.asked(query), engine_fused)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     use_mmr = settings.mmr_lambda is not None
     candidates = max(request.k * 2, 20)  # room for boosts, currency and diversity to change the order
     # Each search's ranks (two more requests in the same engine call) when currency will count them again by kind.
-    ranks = request.explain or (request.k > 1 and tense.read(request.query, query_plan.lang).orientation != "event")
+    reading = tense.read(request.query, query_plan.lang)
+    ranks = request.explain or reorders(reading, request.k)
     # Boosts reorder the candidates in the engine; currency, diversity and smoothing look at all of them here.
     with spans.span("engram.recall search", attributes={"engram.candidates": candidates}):
         hits = await retrieval.store.hybrid_query(
@@ -199,7 +201,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             boosts.setdefault(entry_id, []).extend(why)
         if use_mmr and settings.mmr_lambda is not None:
             hits = mmr(hits, request.k, settings.mmr_lambda)
-        hits, ordering = for_time(hits, request.query, query_plan.lang, settings, request.k)
+        hits, ordering = for_time(hits, request.query, query_plan.lang, settings, request.k, reading=reading)
         hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,

@@ -60,9 +60,9 @@ _DIET_STATEMENTS = {"gluten-free": "eats gluten-free", "keto": "follows a keto d
                     "kosher": "keeps kosher"}
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
-_MONTH = r"(?:" + "|".join(MONTHS) + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)"
-DATE = (r"(?:(?P<m1>" + _MONTH + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th)?|(?:the )?(?P<d2>\d{1,2})(?:st|nd|rd|th)? "
-        r"(?:of )?(?P<m2>" + _MONTH + r"))(?:,? (?P<y>(?:19|20)\d\d))?\b")
+MONTH = r"(?:" + "|".join(MONTHS) + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)"
+DATE = (r"(?:(?P<m1>" + MONTH + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th)?|(?:the )?(?P<d2>\d{1,2})(?:st|nd|rd|th)? "
+        r"(?:of )?(?P<m2>" + MONTH + r"))(?:,? (?P<y>(?:19|20)\d\d))?\b")
 _BIRTHDAY = re.compile(r"\b[Mm]y birthday(?: is| was|'s| falls)?(?: on)? " + DATE)
 _BORN = re.compile(ME + r" was born on " + DATE)
 _BIRTHDAY_RELATIVE = re.compile(r"\b[Mm]y birthday(?: is|'s| was) (?:on )?|\b(?:[Tt]oday|[Tt]omorrow|[Yy]esterday) "
