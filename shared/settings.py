@@ -74,7 +74,10 @@ class Settings(BaseSettings):
     # Current by default (shared/retrieval/currency.py): hits of the top k whose fused score is at least
     # 1 - recency_band of the best episode's are about the same thing; for a question about the present, newer
     # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such
-    # as "now", says so), halving per recency_half_life_days older; older, for a question about an earlier state.
+    # as "now", says so) for being of its newest chat, nothing for its oldest, even steps between (counted in chats,
+    # not days: on the four dev halves, offline, an old value above the current for 9 present questions of 200
+    # where a gain halving every 30 days put 11 there; with the fake chat model 11 where it put 13); older, for a
+    # question about an earlier state.
     recency_band: float = Field(default=0.5, ge=0.0, le=1.0)
     recency_weight: float = Field(default=3.0, ge=0.0, le=10.0)
     # The gain when only the tense, no time word, says "the present" ("where does Lena live?"). As large as a time
@@ -83,7 +86,6 @@ class Settings(BaseSettings):
     # `engram eval updates --split dev|dev2|dev3|dev4`). Smaller keeps a question about what never changed on its
     # best match a little more often; 0 leaves such questions to relevance.
     recency_tense_weight: float = Field(default=3.0, ge=0.0, le=10.0)
-    recency_half_life_days: float = Field(default=30.0, ge=0.0, le=3650.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
     # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; its
     # requests over it wait in the tenant's own queue (at most recall_tenant_queue of them, for at most

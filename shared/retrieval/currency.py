@@ -5,9 +5,12 @@ No rule has to recognise what the memories say. "About the same thing" is measur
 belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks counted among
 hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the evidence: a fact
 is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade places:
-each keeps its relevance and gains up to `weight` for being newer (older, for an earlier state), the gain halving
-with every `half_life_days` it is older than the newest of the band, so the windows of one chat, minutes apart, are
-ordered by relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains nothing for
+each keeps its relevance and gains for being newer (older, for an earlier state): the band's newest chat gains
+`weight`, its oldest nothing, and the chats between them even steps by their place in time. Age is counted in
+chats, not days: a person who talks every day and one who talks twice a year are ordered alike, and between two
+older chats the newer still comes first when the newest one is no help (a gain that halves with days levels every
+chat but the newest). Hits less than `SAME_CHAT` apart are one chat, so its windows, minutes apart, are ordered by
+relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains nothing for
 its age, counts for no date of the band and is no evidence a derived claim yields to: it says nothing of how things
 stand, and a short text can match a short question closely by chance. So too, for a question that asks for a figure
 ("how many", "多少", "the p95 latency"), an entry whose lines state no number (figures.py): it cannot say what the
@@ -47,7 +50,6 @@ class Currency:
 
     band: float
     weight: float
-    half_life_days: float = 30.0
     tense_weight: float | None = None  # the gain when only the tense, no time word, says "the present" (None: weight)
     rrf_k: int = 3  # the fusion's k (ENGRAM_RRF_K), to count a hit's ranks again among its own kind
 
@@ -163,6 +165,18 @@ def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
     return out
 
 
+def _chats(when: dict[int, datetime]) -> tuple[dict[int, int], int]:
+    """Each hit's chat, counted from the oldest (hits less than `SAME_CHAT` after the one before are of its chat),
+    and how many chats there are."""
+    chat: dict[int, int] = {}
+    count, last = 0, None
+    for i in sorted(when, key=when.__getitem__):
+        if last is None or when[i] - last >= SAME_CHAT:
+            count += 1
+        chat[i], last = count - 1, when[i]
+    return chat, count
+
+
 def reorders(reading: Reading, k: int) -> bool:
     """Whether the band may reorder `k` hits for this question: not one about a past event, and not a single hit."""
     return reading.orientation != "event" and k > 1
@@ -187,17 +201,16 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
     figureless = set() if figure is None else {
         i for i in band if i not in chatter and not figures.stated(hits[i].entry, figure.named)}
     chatter |= figureless
-    newest = max(hits[i].entry.occurred_at for i in (set(band) - chatter or band))
-    half_life_s = currency.half_life_days * 86_400
+    chat, chats = _chats({i: hits[i].entry.occurred_at for i in band if i not in chatter})
 
     def score(i: int) -> float:
-        # 1 for the newest, halving with every half-life older: hits minutes apart (one chat) stay level, and
-        # relevance alone orders them; months apart, the newer gains the full weight. Small talk gains nothing.
+        # 1 for the newest chat (the oldest, for an earlier state) and for a band of one chat, 0 for the oldest
+        # (the newest), even steps between: windows of one chat stay level, and relevance alone orders them; small
+        # talk gains nothing.
         if i in chatter:
             return relevance[i]
-        age_s = (newest - hits[i].entry.occurred_at).total_seconds()
-        fresh = 0.5 ** (age_s / half_life_s) if half_life_s else 1.0
-        return relevance[i] + weight * (fresh if newer_first else 1.0 - fresh)
+        place = chat[i] / (chats - 1) if chats > 1 else 1.0
+        return relevance[i] + weight * (place if newer_first or chats == 1 else 1.0 - place)
 
     moved = [hits[i] for i in sorted(band, key=score, reverse=True)]
     reasons: dict[str, list[str]] = {}

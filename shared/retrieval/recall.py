@@ -142,8 +142,7 @@ def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings,
     what `explain` says, and why each one moved (`engine_fused`: the scores are the store's fusion of the hits'
     ranks; `reading`: the query's, when already read)."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
-                        half_life_days=settings.recency_half_life_days, tense_weight=settings.recency_tense_weight,
-                        rrf_k=settings.rrf_k)
+                        tense_weight=settings.recency_tense_weight, rrf_k=settings.rrf_k)
     return rerank(hits, reading or tense.read(query, lang), currency, k, figures.asked(query), engine_fused)
 
 

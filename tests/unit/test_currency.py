@@ -80,6 +80,18 @@ def test_newer_evidence_about_the_same_thing_ranks_first_when_asked_about_now() 
     assert order(hits, "莉娜现在住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
 
 
+@pytest.mark.parametrize("days", [1, 120])
+def test_newer_comes_first_counted_in_chats_not_days(days: int) -> None:
+    """Age is counted in chats: when the newest chat does not restate the value (the rain at home), the chat that
+    did still comes before the older one however far apart they are, a day or four months, and chats a few hours
+    apart or more are as far apart as chats a season apart; the windows of one chat stay level."""
+    hits = [hit("bristol", 1.0, 0), hit("cardiff", 0.65, days), hit("rain at home", 0.7, 2 * days)]
+    assert order(hits, "Where does Tomasz live?") == ["rain at home", "cardiff", "bristol"]
+    assert order(hits, "Where did Tomasz live before?") == ["bristol", "cardiff", "rain at home"]
+    one_chat = [hit("bristol", 1.0, 0), hit("cardiff", 0.65, 0), hit("rain at home", 0.7, 0)]
+    assert order(one_chat, "Where does Tomasz live now?") == ["bristol", "rain at home", "cardiff"]
+
+
 def thanks(days: int, score: float = 1.0) -> ScoredEntry:
     """A window of small talk, `days` after March 2024."""
     return hit(f"thanks {days}", score, days, text="[Sat]\nLena: thanks!\nAssistant: you're welcome, have fun!")
@@ -204,10 +216,10 @@ TESTERS = [hit("200 testers", 1.0, 0, text="Ana: the beta has 200 testers\nAssis
 def test_a_newer_window_without_a_figure_gains_nothing_when_the_question_asks_for_one() -> None:
     """"How many testers now?": the newest window about the app that states no number (the roadmap) cannot say
     what the count is now, so the newest window stating one comes first; asked about the app in general, the
-    roadmap, being newest, does. explain says why."""
+    roadmap, being newest, does (and the newer count before the older). explain says why."""
     assert order(TESTERS, "How many beta testers does the app have now?") == ["1500 testers", "200 testers",
                                                                               "roadmap"]
-    assert order(TESTERS, "What is Ana doing with the app now?") == ["roadmap", "200 testers", "1500 testers"]
+    assert order(TESTERS, "What is Ana doing with the app now?") == ["roadmap", "1500 testers", "200 testers"]
     _, reasons = rerank(TESTERS, read("How many testers now?", "en"), CURRENCY, None,
                          figures.asked("How many testers now?"))
     assert "states no figure and the question asks for one (How many), no gain for its age" in reasons["roadmap"][0]
