@@ -350,6 +350,21 @@ def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_
     assert outdated.mark(fact, [], band=0.5, rrf_k=3) is None
 
 
+def test_a_fact_said_again_after_the_evidence_against_it_stays_current() -> None:
+    """A, then B, then A again: an episode that repeats the value after the one about the same thing (a revert,
+    "back to fully vegan") means that one no longer outdates the fact; evidence said hours after the repeat still
+    does."""
+    fact = hit("Elif is vegan", 2.0, 0, kind="fact", value="vegan", source_turn_ids=["t1"]).entry
+    source = hit("window of t1", 1.0, 0, source_turn_ids=["t1"])
+    pregnant = hit("vegetarian while pregnant", 0.9, 200, source_turn_ids=["t5"])
+    back = hit("back to fully vegan since march", 0.8, 540, text="Elif: back to fully vegan since march",
+               source_turn_ids=["t9"])
+    assert outdated.mark(fact, [source, pregnant], band=0.5, rrf_k=3) == "vegetarian while pregnant"
+    assert outdated.mark(fact, [source, pregnant, back], band=0.5, rrf_k=3) is None
+    later = hit("oat milk and cheese again", 0.9, 700, source_turn_ids=["t12"])
+    assert outdated.mark(fact, [source, pregnant, back, later], band=0.5, rrf_k=3) == "oat milk and cheese again"
+
+
 def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> None:
     """Two episodes with the same BM25 score tie; the engine orders them by id (which embeds the tenant), so the
     outdated job gives both the better rank: the fused scores and the mark are the same whichever comes first."""
