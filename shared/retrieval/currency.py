@@ -227,7 +227,7 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
             was = hits.index(hit)
             gain = (f"states no figure and the question asks for one ({figure.cue}), no gain for its age"
                     if figure and was in figureless else "small talk, no gain for its age" if was in chatter
-                    else f"{which} evidence first (+{weight:g} at most)")
+                    else f"{which} evidence first (+{weight:g} at most; chat {chat[was] + 1} of {chats} by date)")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "
                 f"within the band ({1.0 - currency.band:.2f}); {gain}: "
