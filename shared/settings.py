@@ -1,4 +1,5 @@
 """All configuration, read once at startup from ENGRAM_* variables and validated with a fix-it message."""
+import logging
 import os
 from pathlib import Path
 from typing import Literal, Self
@@ -15,6 +16,14 @@ def _has_scheme(name: str, value: str | None, schemes: tuple[str, ...]) -> str |
         raise ValueError(f"ENGRAM_{name.upper()}={value!r} has no {'/'.join(schemes)} scheme; "
                          f"use e.g. {schemes[0]}://{value.split('://')[-1]}")
     return value
+
+
+# Variables engram no longer reads, and what took their place: a deployment that still sets one is told at start-up
+# instead of having it ignored in silence.
+REMOVED = {
+    "ENGRAM_RECENCY_HALF_LIFE_DAYS": "recall counts the age of evidence in chats, not days (ENGRAM_RECENCY_WEIGHT)",
+}
+log = logging.getLogger("engram.settings")
 
 
 class Settings(BaseSettings):
@@ -74,12 +83,12 @@ class Settings(BaseSettings):
     # Current by default (shared/retrieval/currency.py): hits of the top k whose fused score is at least
     # 1 - recency_band of the best episode's are about the same thing; for a question about the present, newer
     # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such
-    # as "now", says so) for being of its newest chat, nothing for its oldest, even steps between (counted in chats,
-    # not days: on the four dev halves, offline, an old value above the current for 9 present questions of 200
-    # where a gain halving every 30 days put 11 there; with the fake chat model 11 where it put 13); older, for a
-    # question about an earlier state. The band at 0.7 rather than 0.5 (chats counted): an old value above the
-    # current for 2 present questions of 200 instead of 9 offline (5 instead of 11 with the fake model), the current
-    # one first for 5 fewer (5 fewer); at 0.6, 5 and 4 fewer (9, no fewer).
+    # as "now", says so): of n chats in the band, the newest all of it, the one before (n - 1)/n of it, down to 1/n
+    # for the oldest; older evidence, for a question about an earlier state. Counted in chats, not days: on the
+    # four dev halves, offline, an old value stood above the current for 9 present questions of 200 where a gain
+    # halving every 30 days put 11 there (11 where it put 13 with the fake chat model). The band at 0.7 rather than
+    # 0.5, chats counted: 2 instead of 9 (5 instead of 11), the current value first for 5 fewer (5 fewer) and what
+    # never changed first for 2 fewer (5 fewer); at 0.6: 5 (9), 4 fewer first (none fewer).
     recency_band: float = Field(default=0.7, ge=0.0, le=1.0)
     recency_weight: float = Field(default=3.0, ge=0.0, le=10.0)
     # The gain when only the tense, no time word, says "the present" ("where does Lena live?"). As large as a time
@@ -168,6 +177,12 @@ class Settings(BaseSettings):
     @classmethod
     def _http_scheme(cls, value: str | None, info: object) -> str | None:
         return _has_scheme(getattr(info, "field_name", "url"), value, ("http", "https"))
+
+    @model_validator(mode="after")
+    def _removed_variables(self) -> Self:
+        for name in sorted(REMOVED.keys() & os.environ.keys()):
+            log.warning("%s is no longer read and has no effect: %s", name, REMOVED[name])
+        return self
 
     @model_validator(mode="after")
     def _openai_needs_endpoint(self) -> Self:

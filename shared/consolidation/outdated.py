@@ -5,12 +5,13 @@ words no rule reads, so this job also asks, for every active fact of an owner, w
 owner is about the same thing, the way recall decides it (retrieval/currency.py): the fact's own text is the query
 (its stored dense vector and its words in BM25) over the owner's episodes, and an episode is about the same thing
 when its fused score is within the band of the best one. An episode of that band said hours after the statement (not
-the same chat, which goes on about other things) and after the last episode that says the value again (A, then B,
-then A again is A), that does not repeat the fact's value and was not where it was read, outdates it: the fact is
-marked `outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and
-ranked below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. The marks
-are a pure function of the owner's episodes and the facts themselves: BM25 counts its IDF over those episodes only,
-since counting the profile too (which the marks shape) made the marks flip on every run.
+the same chat, which goes on about other things), that does not repeat the fact's value, was not where it was read
+and is not followed, a chat or more later, by an episode of the band that says the value again (A, then B, then A
+again is A), outdates it: the fact is marked `outdated_by` that episode, kept (history is never deleted), left out
+of the profile's current lines and ranked below that episode in recall. A fact whose newer evidence goes away (it
+was forgotten) is unmarked. The marks are a pure function of the owner's episodes and the facts themselves: BM25
+counts its IDF over those episodes only, since counting the profile too (which the marks shape) made the marks flip
+on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -27,6 +28,9 @@ from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 
 MIN_GAP = timedelta(hours=6)
+# Which rule made the marks: a run after it changes goes over every owner (Consolidation.fingerprint), so marks
+# made by an earlier rule do not stay on owners with nothing new. 2: a repeat of the value a chat later undoes one.
+RULE = 2
 CANDIDATES = 10  # episodes looked at per fact
 
 
@@ -87,9 +91,8 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
 
 def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
-    first), or None: within `band` of the best score, at least MIN_GAP after the statement and after the last of
-    these episodes that repeats its value (a revert, or a mention in passing, says the value still holds), not
-    repeating it.
+    first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it, and
+    not followed, MIN_GAP or more later, by an episode of the band that says the value again (a revert).
 
     Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
     is named, then by conversation and turns: the same memory names the same episode in any tenant.
@@ -97,16 +100,16 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     if not hits or not band:
         return None
     score = shared_ranks(hits, rrf_k)
-    best = max(score.values()) or 1.0
-    # The value's newest evidence: its statement, or a later episode that says it again ("back to fully vegan"):
-    # what was said before that cannot outdate it (A, then B, then A again is A).
-    since = max([fact.occurred_at, *(h.entry.occurred_at for h in hits if _repeats(fact, h.entry))])
+    cut = (1.0 - band) * (max(score.values()) or 1.0)
+    # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
+    # episode means that episode no longer outdates the fact (A, then B, then A again is A).
+    again = [h.entry.occurred_at for h in hits if score[h.entry.id] >= cut and _repeats(fact, h.entry)]
     order = sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
                                         h.entry.source_turn_ids, h.entry.id))
     for hit in order:
         episode = hit.entry
-        if (score[episode.id] >= (1.0 - band) * best and episode.occurred_at >= since + MIN_GAP
-                and not _repeats(fact, episode)):
+        if (score[episode.id] >= cut and episode.occurred_at >= fact.occurred_at + MIN_GAP
+                and not _repeats(fact, episode) and all(when < episode.occurred_at + MIN_GAP for when in again)):
             return episode.id
     return None
 

@@ -51,15 +51,15 @@ class Consolidation:
         return self.llm is None or not self.settings.llm_consolidate
 
     def fingerprint(self, tenant: str) -> str:
-        """What the jobs' decisions depend on besides the stored data: the settings they read and the engram
-        version. A scheduled run after it changed goes over every owner."""
+        """What the jobs' decisions depend on besides the stored data: the settings they read, the engram version
+        and the outdated marks' rule. A scheduled run after it changed goes over every owner."""
         s = self.settings
         try:
             version = metadata.version("engram-server")
         except metadata.PackageNotFoundError:
             version = "unknown"
         wanted = {"version": version, "policy": self.policy(tenant).__dict__, "merge": [s.merge_threshold,
-                  s.merge_min_overlap], "outdated": [s.outdated_band, s.rrf_k], "llm": self.incremental}
+                  s.merge_min_overlap], "outdated": [s.outdated_band, s.rrf_k, outdated.RULE], "llm": self.incremental}
         return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
 
 

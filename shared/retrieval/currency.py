@@ -5,11 +5,11 @@ No rule has to recognise what the memories say. "About the same thing" is measur
 belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks counted among
 hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the evidence: a fact
 is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade places:
-each keeps its relevance and gains for being newer (older, for an earlier state): the band's newest chat gains
-`weight`, its oldest nothing, and the chats between them even steps by their place in time. Age is counted in
+each keeps its relevance and gains for being newer (older, for an earlier state): of n chats in the band, the
+newest gains `weight`, the one before it (n - 1)/n of it, and so on to 1/n for the oldest. Age is counted in
 chats, not days: a person who talks every day and one who talks twice a year are ordered alike, and between two
-older chats the newer still comes first when the newest one is no help (a gain that halves with days levels every
-chat but the newest). Hits less than `SAME_CHAT` apart are one chat, so its windows, minutes apart, are ordered by
+older chats the newer still comes first when the newest one does not restate the value. A hit less than
+`SAME_CHAT` after the one before it is of its chat, so the windows of a chat, minutes apart, are ordered by
 relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains nothing for
 its age, counts for no date of the band and is no evidence a derived claim yields to: it says nothing of how things
 stand, and a short text can match a short question closely by chance. So too, for a question that asks for a figure
@@ -203,16 +203,16 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
     chatter |= figureless
     chat, chats = _chats({i: hits[i].entry.occurred_at for i in band if i not in chatter})
 
-    def score(i: int) -> float:
-        # 1 for the newest chat (the oldest, for an earlier state) and for a band of one chat, 0 for the oldest
-        # (the newest), even steps between: windows of one chat stay level, and relevance alone orders them; small
-        # talk gains nothing.
+    def gain(i: int) -> float:
+        # All of the weight for the newest chat (the oldest, for an earlier state), a share for each chat it is
+        # newer than: windows of one chat stay level, and relevance alone orders them; small talk gains nothing,
+        # so evidence of the band's oldest chat still gains more than small talk does.
         if i in chatter:
-            return relevance[i]
-        place = chat[i] / (chats - 1) if chats > 1 else 1.0
-        return relevance[i] + weight * (place if newer_first or chats == 1 else 1.0 - place)
+            return 0.0
+        step = chat[i] if newer_first else chats - 1 - chat[i]
+        return weight * (step + 1) / chats
 
-    moved = [hits[i] for i in sorted(band, key=score, reverse=True)]
+    moved = [hits[i] for i in sorted(band, key=lambda i: relevance[i] + gain(i), reverse=True)]
     reasons: dict[str, list[str]] = {}
     if newer_first:
         moved, yielded = _yield_to_evidence(moved, {hits[i].entry.id for i in chatter})
@@ -225,11 +225,12 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
         which, asked = ("newer", "the present") if newer_first else ("older", "an earlier state")
         for place, hit in zip(band, moved, strict=True):
             was = hits.index(hit)
-            gain = (f"states no figure and the question asks for one ({figure.cue}), no gain for its age"
-                    if figure and was in figureless else "small talk, no gain for its age" if was in chatter
-                    else f"{which} evidence first (+{weight:g} at most; chat {chat[was] + 1} of {chats} by date)")
+            why = (f"states no figure and the question asks for one ({figure.cue}), no gain for its age"
+                   if figure and was in figureless else "small talk, no gain for its age" if was in chatter
+                   else f"{which} evidence first (+{gain(was):.2f} of {weight:g}: chat {chat[was] + 1} of {chats} "
+                        f"by date)")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "
-                f"within the band ({1.0 - currency.band:.2f}); {gain}: "
+                f"within the band ({1.0 - currency.band:.2f}); {why}: "
                 f"{_day(hit.entry.occurred_at)}, rank {was + 1} -> {place + 1}"))
     return out, reasons

@@ -55,7 +55,7 @@ def test_the_search_terms_leave_out_words_for_when(query: str, words: str) -> No
     assert topic(query) == words
 
 
-def hit(name: str, score: float, days: int, kind: EntryKind = "episodic", text: str | None = None,
+def hit(name: str, score: float, days: float, kind: EntryKind = "episodic", text: str | None = None,
         **fields: object) -> ScoredEntry:
     """A hit named `name` (its id, and its text unless given: a window with something to say), `days` after March
     2024, with its fused relevance `score`."""
@@ -80,16 +80,33 @@ def test_newer_evidence_about_the_same_thing_ranks_first_when_asked_about_now() 
     assert order(hits, "莉娜现在住在哪儿？", "zh") == ["graz", "vienna", "smalltalk"]
 
 
-@pytest.mark.parametrize("days", [1, 120])
-def test_newer_comes_first_counted_in_chats_not_days(days: int) -> None:
+@pytest.mark.parametrize("days", [0.25, 1, 120])
+def test_newer_comes_first_counted_in_chats_not_days(days: float) -> None:
     """Age is counted in chats: when the newest chat does not restate the value (the rain at home), the chat that
-    did still comes before the older one however far apart they are, a day or four months, and chats a few hours
-    apart or more are as far apart as chats a season apart; the windows of one chat stay level."""
-    hits = [hit("bristol", 1.0, 0), hit("cardiff", 0.65, days), hit("rain at home", 0.7, 2 * days)]
+    did still comes before the older one however far apart they are, six hours, a day or four months."""
+    hits = [hit("bristol", 1.0, 0), hit("cardiff", 0.75, days), hit("rain at home", 0.7, 2 * days)]
     assert order(hits, "Where does Tomasz live?") == ["rain at home", "cardiff", "bristol"]
     assert order(hits, "Where did Tomasz live before?") == ["bristol", "cardiff", "rain at home"]
-    one_chat = [hit("bristol", 1.0, 0), hit("cardiff", 0.65, 0), hit("rain at home", 0.7, 0)]
-    assert order(one_chat, "Where does Tomasz live now?") == ["bristol", "rain at home", "cardiff"]
+
+
+def test_windows_less_than_six_hours_apart_are_one_chat_and_stay_level() -> None:
+    """A window less than SAME_CHAT after the one before is of its chat: relevance alone orders a chat's windows,
+    however long the chat goes on; six hours later is another chat."""
+    hours = 1 / 24
+    chat = [hit("bristol", 1.0, 0), hit("cardiff", 0.75, 5 * hours), hit("rain at home", 0.7, 10 * hours)]
+    assert order(chat, "Where does Tomasz live now?") == ["bristol", "cardiff", "rain at home"]
+    two = [hit("bristol", 1.0, 0), hit("cardiff", 0.75, 6 * hours)]
+    assert order(two, "Where does Tomasz live now?") == ["cardiff", "bristol"]
+
+
+def test_evidence_of_the_least_favoured_chat_still_stands_above_small_talk() -> None:
+    """Small talk gains nothing; evidence of every chat of the band gains a share, the least favoured one included
+    (the oldest for the present, the newest for an earlier state, and a band of one chat), so evidence of the same
+    relevance stands above it."""
+    hits = [thanks(100, 1.0), hit("vienna", 0.9, 0), hit("graz", 0.65, 180)]
+    assert order(hits, "Where does Lena live now?") == ["graz", "vienna", "thanks 100"]
+    assert order(hits, "Where did Lena live before?") == ["vienna", "graz", "thanks 100"]
+    assert order([thanks(100, 1.0), hit("vienna", 0.9, 0)], "Where did Lena live before?") == ["vienna", "thanks 100"]
 
 
 def thanks(days: int, score: float = 1.0) -> ScoredEntry:
@@ -105,7 +122,7 @@ def test_newer_small_talk_gains_nothing_for_its_age_and_dates_nothing() -> None:
     ranked, reasons = rerank(hits, read("Where does Lena live now?", "en"), CURRENCY)
     assert [h.entry.id for h in ranked] == ["moved to graz", "vienna", "thanks 400"]
     assert "small talk, no gain for its age" in reasons["thanks 400"][0]
-    assert "newer evidence first (+0.8 at most; chat 2 of 2 by date)" in reasons["moved to graz"][0]
+    assert "newer evidence first (+0.80 of 0.8: chat 2 of 2 by date)" in reasons["moved to graz"][0]
 
 
 def test_a_band_of_small_talk_keeps_its_relevance_order() -> None:
@@ -210,7 +227,7 @@ def test_a_word_with_digits_the_question_says_itself_is_no_answer() -> None:
 TESTERS = [hit("200 testers", 1.0, 0, text="Ana: the beta has 200 testers\nAssistant: nice start"),
            hit("roadmap", 0.9, 300, text="Ana: the roadmap for the app is in the works, all about sync and "
                                          "subscriptions\nAssistant: exciting"),
-           hit("1500 testers", 0.7, 180, text="Ana: we're at 1500 testers since the blog post\nAssistant: wow")]
+           hit("1500 testers", 0.75, 180, text="Ana: we're at 1500 testers since the blog post\nAssistant: wow")]
 
 
 def test_a_newer_window_without_a_figure_gains_nothing_when_the_question_asks_for_one() -> None:
@@ -277,7 +294,7 @@ def test_counting_by_kind_takes_each_search_on_its_own_and_profiles_with_facts()
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:
-    """Minutes apart is not newer: the gain halves per half-life, so one chat's windows keep their relevance order."""
+    """Minutes apart is not newer: the windows of one chat gain alike, so they keep their relevance order."""
     hits = [hit("moved to graz", 1.0, 180), hit("thanks, bye", 0.8, 180)]
     assert order(hits, "Where does Lena live now?") == ["moved to graz", "thanks, bye"]
 
@@ -291,12 +308,12 @@ def test_an_earlier_state_finds_the_older_evidence_first_and_an_event_keeps_rele
 
 def test_the_present_tense_alone_puts_newer_evidence_of_close_relevance_first() -> None:
     """Without a time word a present-tense question may still be about something that changed ("who is her
-    partner?"): newer evidence overtakes older evidence at most the smaller tense gain more relevant, and a
-    time word's larger gain reaches further."""
+    partner?"): newer evidence overtakes older evidence only as much more relevant as its larger share of the
+    smaller tense gain makes up for (half of it, of two chats), and a time word's larger gain reaches further."""
     close = [hit("partner ilse", 1.0, 0), hit("back with mateus", 0.7, 180)]
     assert order(close, "Who is Rosalind's partner?") == ["back with mateus", "partner ilse"]
     tense_only = Currency(band=0.8, weight=0.8, tense_weight=0.5)
-    far = [hit("partner ilse", 1.0, 0), hit("back with mateus", 0.3, 180)]
+    far = [hit("partner ilse", 1.0, 0), hit("back with mateus", 0.65, 180)]
     ranked, _ = rerank(far, read("Who is Rosalind's partner?", "en"), tense_only)
     assert [h.entry.id for h in ranked] == ["partner ilse", "back with mateus"]
     ranked, _ = rerank(far, read("Who is Rosalind's partner now?", "en"), tense_only)
@@ -363,6 +380,19 @@ def test_a_fact_said_again_after_the_evidence_against_it_stays_current() -> None
     assert outdated.mark(fact, [source, pregnant, back], band=0.5, rrf_k=3) is None
     later = hit("oat milk and cheese again", 0.9, 700, source_turn_ids=["t12"])
     assert outdated.mark(fact, [source, pregnant, back, later], band=0.5, rrf_k=3) == "oat milk and cheese again"
+
+
+def test_only_a_repeat_about_the_same_thing_a_chat_later_keeps_a_fact_current() -> None:
+    """A passing mention of the value in a window about something else (out of the band), or one in the same chat
+    as the newer evidence ("I still miss Vienna", two hours after the new flat), does not undo the mark."""
+    fact = hit("Lena lives in Vienna", 2.0, 0, kind="fact", value="Vienna", source_turn_ids=["t1"]).entry
+    source = hit("window of t1", 1.0, 0, source_turn_ids=["t1"])
+    moved = hit("new flat in Graz", 0.9, 180, source_turn_ids=["t5"])
+    passing = hit("Vienna airport", 0.1, 200, text="Lena: flying via Vienna airport, any lounge tips?",
+                  source_turn_ids=["t9"])
+    assert outdated.mark(fact, [source, moved, passing], band=0.5, rrf_k=3) == "new flat in Graz"
+    miss = hit("miss Vienna", 0.8, 180 + 2 / 24, text="Lena: honestly I still miss Vienna", source_turn_ids=["t6"])
+    assert outdated.mark(fact, [source, moved, miss], band=0.5, rrf_k=3) == "new flat in Graz"
 
 
 def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> None:

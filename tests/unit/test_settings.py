@@ -22,6 +22,16 @@ def test_environment_variables_use_the_engram_prefix(monkeypatch: pytest.MonkeyP
     assert settings.window_turns == 6 and settings.qdrant_url == "http://qdrant:6333"
 
 
+def test_a_variable_no_longer_read_is_named_at_start_up(monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A deployment that still sets a removed variable is told it has no effect and what took its place."""
+    monkeypatch.setenv("ENGRAM_RECENCY_HALF_LIFE_DAYS", "30")
+    with caplog.at_level("WARNING", logger="engram.settings"):
+        Settings()
+    assert "ENGRAM_RECENCY_HALF_LIFE_DAYS is no longer read and has no effect: recall counts the age of evidence " \
+           "in chats" in caplog.text
+
+
 @pytest.mark.parametrize(("field", "value", "needle"), [
     ("qdrant_url", "qdrant:6333", "use e.g. http://qdrant:6333"),
     ("nats_url", "localhost:4222", "use e.g. nats://localhost:4222"),
