@@ -1,10 +1,11 @@
 """Profile: one `kind=profile` entry per user gathering the user's current facts and preferences.
 
 Built from the active facts that no newer evidence may have outdated (superseded and possibly outdated ones are
-history), so it is rewritten exactly when they, or the newest evidence it took into account, change. Its dense
-vector is the normalised mean of those facts' vectors (no model needed) and its text says "as of" the newest
-evidence of the user it took into account (episodes included), not the newest fact it happened to extract, nor
-the time of the run: the profile is a pure function of the stored entries.
+history) and that are not endings ("broke up with Rafael": what stopped, not what holds), so it is rewritten exactly
+when they, or the newest evidence it took into account, change. Its dense vector is the normalised mean of those
+facts' vectors (no model needed) and its text says "as of" the newest evidence of the user it took into account
+(episodes included), not the newest fact it happened to extract, nor the time of the run: the profile is a pure
+function of the stored entries.
 """
 from datetime import datetime
 

@@ -1,11 +1,11 @@
-"""The update-stories evaluation set: stories of a user whose facts change, questions about now, before and what
-never changed, and how a recall's ranking is scored against them.
+"""The update-stories evaluation set: stories of a user whose facts change, questions about now, before and what never
+changed, and how a recall's ranking is scored against them.
 
-The stories were written from the wire contract alone by an author who had not read engram's code, then split
-once at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
-`data/updates/{dev,test}.jsonl`, with `dev2.jsonl`, `dev3.jsonl` and `dev4.jsonl`, written later by other authors,
-to tune on. Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text
-restates the turns nearly word for word).
+The stories were written from the wire contract alone by an author who had not read engram's code, then split once
+at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
+`data/updates/{dev,test}.jsonl`, with `dev2.jsonl` to `dev5.jsonl`, written later by other authors, to tune on.
+Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text restates the
+turns nearly word for word).
 """
 import random
 from collections.abc import Sequence
@@ -17,7 +17,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from engram_client.contract import Turn
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
-Split = Literal["dev", "dev2", "dev3", "dev4", "test"]  # dev2-4: more stories to tune on, written later (README)
+Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "test"]  # dev2-5: more stories to tune on (README)
 QuestionKind = Literal["present", "past", "unchanged"]
 SPLIT_SEED = 20261125  # the one split; never re-drawn
 

@@ -179,6 +179,24 @@ async def test_the_profile_gathers_stated_preferences_in_english_and_chinese(cli
     assert all(e.kind != "profile" for e in unrelated.entries)
 
 
+async def test_the_profile_leaves_out_what_no_longer_holds(client: MemoryClient) -> None:
+    """A breakup is a fact (history, found by recall) but no line of the profile: it says what stopped, and a new
+    partner told in words no rule reads would leave "broke up with Rafael" standing as her state."""
+    before = conversation([("Lucía", "My boyfriend is Rafael."), ("Bo", "Nice.")], "s1", MAY, user_id="lucia")
+    after = conversation([("Lucía", "Rafael and I broke up in August, it was mutual."), ("Bo", "Sorry to hear."),
+                          ("Lucía", "And honestly there's someone new, a marine biologist."), ("Bo", "Exciting!"),
+                          ("Lucía", "Also, I'm allergic to peanuts."), ("Bo", "Noted.")], "s2", SEPTEMBER,
+                         user_id="lucia")
+    await store_all(client, before + after)
+
+    await client.consolidate()
+
+    now = current(await facts(client, "lucia"))
+    assert now.get("partner") == "no partner", now
+    [profile] = (await client.entries(op="list", user_id="lucia", kind="profile")).entries
+    assert "peanut" in profile.text and "Rafael" not in profile.text, profile.text
+
+
 async def settled(client: MemoryClient, runs: int) -> list[dict[str, Any]]:
     """The memory after one more consolidation, having checked that `runs` more change nothing at all."""
     once = snapshot(await everything(client, "ana"))

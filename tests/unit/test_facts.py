@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.compress import Window
-from shared.compress.facts import RuleFactExtractor, facts_in_turn
+from shared.compress.facts import RuleFactExtractor, changes, facts_in_turn
 from tests.support.turns import make_turn
 
 FRIDAY = datetime(2024, 5, 10, 12, 0, tzinfo=UTC)
@@ -382,6 +382,26 @@ def test_a_change_said_in_passing_is_a_fact_of_its_slot(text: str, lang: str, at
     """Endings and new starts ("broke up", "no longer vegetarian", "去米哈游报到") state the slot's new value; the
     last one a turn says wins."""
     assert slots(text, lang).get(attribute) == value
+
+
+@pytest.mark.parametrize(("text", "lang", "ends"), [
+    ("Lisa and I broke up in July.", "en", True),
+    ("I'm no longer vegetarian.", "en", True),
+    ("I handed in my notice at Siemens today", "en", True),
+    ("我和小李分手了", "zh", True),
+    ("我不吃素了，昨天吃了牛排", "zh", True),
+    ("我已经离职了", "zh", True),
+    ("I started eating meat again", "en", False),
+    ("I'm not allergic to peanuts.", "en", False),
+    ("my new boyfriend Tariq cooks", "en", False),
+    ("I live in Porto.", "en", False),
+])
+def test_an_ending_says_what_no_longer_holds(text: str, lang: str, ends: bool) -> None:
+    """A fact that a slot's value stopped ("broke up", "no longer vegetarian", "离职了") is an ending, which a
+    profile of current facts leaves out; a new value, or a state that happens to be negative ("not allergic"), is
+    not."""
+    drafts = [d for d in facts_in_turn(make_turn(text, speaker="Ana", ts=FRIDAY), lang) if d.slot]
+    assert drafts and any(changes.ending(d.slot.attribute, d.slot.value) for d in drafts if d.slot) == ends
 
 
 @pytest.mark.parametrize(("text", "lang"), [

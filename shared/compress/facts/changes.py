@@ -27,6 +27,8 @@ _BREAKUP_END = r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:in|last|over|a|two|three|after
 _BROKE_UP = re.compile(
     r"(?:\b(?P<with>[A-Z][a-z]+) and I|" + ME + r")(?:'ve| have)? " + ADV
     + r"(?:broke up|split up|got divorced|divorced)(?: with " + _NAME + r")?" + _BREAKUP_END)
+NO_PARTNER = "no partner"
+ZH_NOT_VEGETARIAN = "不吃素"
 # Dating, not meeting: "I'm seeing Anna for lunch" is no partner.
 _SEEING = re.compile(ME + r"(?:(?:'ve| have) " + ADV + r"been (?:seeing|dating)|(?:'m| am) " + ADV
                      + r"(?:dating|going out with)|(?: " + ADV + r")?(?:started|began) "
@@ -75,6 +77,17 @@ def _person(raw: str | None) -> str | None:
     return found if found and found.split()[0] not in NOT_NAMES and found.lower() not in STOPWORDS else None
 
 
+def ending(attribute: str | None, value: str | None) -> bool:
+    """Whether a fact these rules made says its slot's value stopped ("no partner", "not vegetarian", "left Siemens",
+    "不吃素", "从腾讯离职"): what no longer holds, not what does, so a profile of current facts leaves it out (a new
+    partner or job said in words no rule reads would leave it standing as the person's state)."""
+    if value is None:
+        return False
+    return ((attribute == "partner" and value == NO_PARTNER)
+            or (attribute == "diet" and (value.startswith("not ") or value == ZH_NOT_VEGETARIAN))
+            or (attribute == "works_at" and (value.startswith("left ") or value.endswith("离职"))))
+
+
 def english(sentence: str, said: Said) -> list[Hit]:
     """Partner, diet and employer changes said in passing, in English."""
     hits = []
@@ -83,7 +96,7 @@ def english(sentence: str, said: Said) -> list[Hit]:
             continue  # "If I and ..." / "So I and ...": not a name
         other = _person(match.group("with")) or _person(match.group("name"))
         text = f"{said.speaker} broke up with {other}" if other else f"{said.speaker} is no longer with their partner"
-        hits.append(Hit(Fact("partner", "no partner", text, (other,) if other else (), (other,) if other else ()),
+        hits.append(Hit(Fact("partner", NO_PARTNER, text, (other,) if other else (), (other,) if other else ()),
                         match.start(), match.end()))
     for pattern in (_SEEING, _NEW_PARTNER):
         for match in pattern.finditer(sentence):
@@ -119,10 +132,10 @@ def chinese(sentence: str, said: Said) -> list[Hit]:
     for match in _ZH_BROKE_UP.finditer(sentence):
         other = han_name(match.group("with")) if match.group("with") else None
         text = f"{said.speaker}和{other}分手了" if other else f"{said.speaker}已经没有伴侣了"
-        hits.append(Hit(Fact("partner", "no partner", text, (other,) if other else (), (other,) if other else ()),
+        hits.append(Hit(Fact("partner", NO_PARTNER, text, (other,) if other else (), (other,) if other else ()),
                         match.start(), match.end()))
     for match in _ZH_NOT_VEGETARIAN.finditer(sentence):
-        hits.append(Hit(Fact("diet", "不吃素", f"{said.speaker}不再吃素了"), match.start(), match.end()))
+        hits.append(Hit(Fact("diet", ZH_NOT_VEGETARIAN, f"{said.speaker}不再吃素了"), match.start(), match.end()))
     for match in _ZH_JOIN.finditer(sentence):
         before = sentence[:match.start()]
         if "我" not in before or _ZH_SOMEONE.search(before[before.rfind("我"):]):
