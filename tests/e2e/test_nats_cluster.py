@@ -111,6 +111,9 @@ async def test_killing_the_turns_stream_leader_loses_no_turn_and_recall_keeps_an
                     await publish_until_acked(client, f"conv-{c}", publish_failures)
                 new_leader = (await js.stream_info("MEM_TURNS")).cluster.leader  # type: ignore[union-attr]
                 await wait_until_stored(client, turns, timeout_s=120)
+                # Storing can finish before a recall sent after the kill is answered (on a loaded machine): keep
+                # asking until one is, so the time recall took to come back is measured, not raced.
+                await eventually(lambda: [a for sent, a in recalls_ok if sent > killed_at], timeout_s=60)
                 stop.set()
                 await asking
                 after = await asker.recall("a detail worth keeping", conversation_id="conv-0")
