@@ -28,9 +28,6 @@ from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 
 MIN_GAP = timedelta(hours=6)
-# Which rule made the marks: a run after it changes goes over every owner (Consolidation.fingerprint), so marks
-# made by an earlier rule do not stay on owners with nothing new. 2: a repeat of the value a chat later undoes one.
-RULE = 2
 CANDIDATES = 10  # episodes looked at per fact
 
 

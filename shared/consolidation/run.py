@@ -28,6 +28,13 @@ from shared.store import EntryFilter, MemoryEntry, Scope, Store, pages
 ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget", "profile")
 
 
+# The revision of the jobs' rules, in the fingerprint: raise it when a rule changes what a job writes from the same
+# entries, so a scheduled run after a deploy goes over every owner, not only those with something new (the version
+# stays 0.1.0 between releases). 2: a repeat of the value a chat later undoes an outdated mark; 3: profiles leave
+# endings out.
+RULES = 3
+
+
 @dataclass(frozen=True)
 class Consolidation:
     """What the jobs need: the store, where to announce changes, BM25 for profiles, and the settings."""
@@ -53,14 +60,14 @@ class Consolidation:
 
     def fingerprint(self, tenant: str) -> str:
         """What the jobs' decisions depend on besides the stored data: the settings they read, the engram version
-        and the outdated marks' rule. A scheduled run after it changed goes over every owner."""
+        and the revision of their rules. A scheduled run after it changed goes over every owner."""
         s = self.settings
         try:
             version = metadata.version("engram-server")
         except metadata.PackageNotFoundError:
             version = "unknown"
         wanted = {"version": version, "policy": self.policy(tenant).__dict__, "merge": [s.merge_threshold,
-                  s.merge_min_overlap], "outdated": [s.outdated_band, s.rrf_k, outdated.RULE], "llm": self.incremental}
+                  s.merge_min_overlap], "outdated": [s.outdated_band, s.rrf_k], "llm": self.incremental, "rules": RULES}
         return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()[:16]
 
 

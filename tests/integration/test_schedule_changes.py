@@ -8,7 +8,7 @@ import nats
 import pytest
 
 from engram_client.contract import ConsolidateRequest, ConsolidationSummary, Event
-from shared.consolidation import schedule
+from shared.consolidation import run, schedule
 from shared.consolidation.lease import Leases
 from shared.consolidation.run import Consolidation, consolidate
 from shared.embedding import Bm25Encoder
@@ -141,3 +141,12 @@ async def test_a_forget_new_settings_or_a_due_full_run_make_the_next_run_go_over
     await leases.full_next(tenant)
     assert scheduler.changed_since(tenant, await leases.last_run(tenant), slot) is None
     assert (await leases.last_run(tenant)).slot == slot - 1
+
+
+def test_a_new_revision_of_the_jobs_rules_is_another_fingerprint(scheduler: schedule.Scheduler,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule that writes something else from the same entries (profiles without endings) comes with a new
+    revision, so the first run after a deploy goes over every owner, not only those with something new."""
+    before = scheduler.consolidation.fingerprint("t")
+    monkeypatch.setattr(run, "RULES", run.RULES + 1)
+    assert scheduler.consolidation.fingerprint("t") != before
