@@ -84,18 +84,13 @@ class Settings(BaseSettings):
     # 1 - recency_band of the best episode's are about the same thing; for a question about the present, newer
     # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such
     # as "now", says so): of n chats in the band, the newest all of it, the one before (n - 1)/n of it, down to 1/n
-    # for the oldest; older evidence, for a question about an earlier state. Counted in chats, not days: on the
-    # four dev halves, offline, an old value stood above the current for 9 present questions of 200 where a gain
-    # halving every 30 days put 11 there (11 where it put 13 with the fake chat model). The band at 0.7 rather than
-    # 0.5, chats counted: 2 instead of 9 (5 instead of 11), the current value first for 5 fewer (5 fewer) and what
-    # never changed first for 2 fewer (5 fewer); at 0.6: 5 (9), 4 fewer first (none fewer).
+    # for the oldest; older evidence, for a question about an earlier state. The band and the gains were chosen on
+    # the dev halves of the update stories; what each choice gained and cost is in docs/recall.md.
     recency_band: float = Field(default=0.7, ge=0.0, le=1.0)
     recency_weight: float = Field(default=3.0, ge=0.0, le=10.0)
     # The gain when only the tense, no time word, says "the present" ("where does Lena live?"). As large as a time
-    # word's by default: current by default, whatever the wording (on the four dev halves, 3 against 0.5 put an old
-    # value above the current for 11 present questions of 200 instead of 15, and the current one first for 2 fewer;
-    # `engram eval updates --split dev|dev2|dev3|dev4`). Smaller keeps a question about what never changed on its
-    # best match a little more often; 0 leaves such questions to relevance.
+    # word's by default: current by default, whatever the wording (docs/recall.md). Smaller keeps a question about
+    # what never changed on its best match a little more often; 0 leaves such questions to relevance.
     recency_tense_weight: float = Field(default=3.0, ge=0.0, le=10.0)
     recall_workers: int = Field(default=16, ge=1, le=1024)  # requests one retriever handles at once
     # The fraction of recall_workers (and of the entries handler's) one tenant may hold at once on a retriever; its

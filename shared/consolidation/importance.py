@@ -58,13 +58,18 @@ def utterances(text: str) -> list[str]:
     return [line.strip() for line in _SPEAKER.sub("", body).splitlines() if line.strip()]
 
 
+def _chatty(lines: list[str]) -> bool:
+    """Few words in these lines, or mostly chatter ("thanks!", "haha")."""
+    words = sum(scripts.approximate_words(line) for line in lines)
+    chatter = sum(1 for line in lines if _SMALL_TALK.match(line))
+    return words < SUBSTANTIAL_WORDS or (bool(lines) and chatter * 2 >= len(lines))
+
+
 def signals(entry: MemoryEntry) -> Signals:
     """The signals in an entry's text and fields."""
     lines = utterances(entry.text)
     text = "\n".join(lines)
-    words = sum(scripts.approximate_words(line) for line in lines)
-    chatter = sum(1 for line in lines if _SMALL_TALK.match(line))
-    small_talk = words < SUBSTANTIAL_WORDS or (bool(lines) and chatter * 2 >= len(lines))
+    small_talk = _chatty(lines)
     speakers = {p for p in entry.persons[:2]}
     return Signals(
         preference=bool(_PREFERENCE.search(text)), commitment=bool(_COMMITMENT.search(text)),
@@ -95,7 +100,9 @@ def small_talk(entry: MemoryEntry) -> bool:
     Few words besides its context line, or mostly chatter, and nothing durable, named or counted: a short window
     that names a place or gives a figure ("we moved to Graz", "rent went up to 1200") may be the news itself.
     """
-    if entry.kind != "episodic":
+    # The line test first: most windows have something to say, and it decides them without the other signals
+    # (this runs for every hit of the band on every recall).
+    if entry.kind != "episodic" or not _chatty(utterances(entry.text)):
         return False
     found = signals(entry)
     return found.small_talk and not found.durable and not found.named and not found.counted

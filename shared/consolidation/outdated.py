@@ -100,13 +100,14 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     cut = (1.0 - band) * (max(score.values()) or 1.0)
     # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
     # episode means that episode no longer outdates the fact (A, then B, then A again is A).
-    again = [h.entry.occurred_at for h in hits if score[h.entry.id] >= cut and _repeats(fact, h.entry)]
+    again = {h.entry.id: h.entry.occurred_at for h in hits if score[h.entry.id] >= cut and _repeats(fact, h.entry)}
+    last = max(again.values(), default=None)
     order = sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
                                         h.entry.source_turn_ids, h.entry.id))
     for hit in order:
         episode = hit.entry
         if (score[episode.id] >= cut and episode.occurred_at >= fact.occurred_at + MIN_GAP
-                and not _repeats(fact, episode) and all(when < episode.occurred_at + MIN_GAP for when in again)):
+                and episode.id not in again and (last is None or last < episode.occurred_at + MIN_GAP)):
             return episode.id
     return None
 

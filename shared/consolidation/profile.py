@@ -11,6 +11,7 @@ from datetime import datetime
 
 import numpy as np
 
+from shared.compress.facts.changes import ending
 from shared.embedding import Bm25Encoder
 from shared.store import MemoryEntry, StoredEntry, Vectors, entry_id
 from shared.text import scripts
@@ -24,6 +25,13 @@ MAX_KEYWORDS = 24
 def profile_id(tenant: str, user_id: str) -> str:
     """The deterministic id of a user's profile."""
     return entry_id(tenant, "", [user_id], f"profile\x1f{user_id}")
+
+
+def current(fact: MemoryEntry) -> bool:
+    """Whether a fact is one of the profile's lines: of a slot (by a rule, or put in one by the model), not marked
+    possibly outdated, and not an ending ("broke up with Rafael": what stopped, not what holds)."""
+    return ((fact.attribute is not None or fact.slot_by_model) and fact.outdated_by is None
+            and not ending(fact.attribute, fact.value))
 
 
 def _rank(fact: MemoryEntry) -> tuple[int, str]:

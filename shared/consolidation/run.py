@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from importlib import metadata
 
 from engram_client.contract import ConsolidateRequest, ConsolidationJob, ConsolidationSummary, check_tenant
-from shared.compress.facts.changes import ending
 from shared.consolidation import importance, merge, outdated, profile, retention, same_fact
 from shared.consolidation.changes import Change, Changes, applier
 from shared.consolidation.forget import erase
@@ -188,11 +187,8 @@ async def _profile(c: Consolidation, owner: Owner, now: datetime) -> int:
     if owner.user_id is None:
         return 0
     current = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
-    # Facts, and statements the model put in a slot (the slot's current word when newer than its facts); not an
-    # ending ("broke up with Rafael"), which says what no longer holds.
-    facts = [(f, d) for f, d in await read_all(c.store, owner, current, with_vectors=True)
-             if (f.attribute is not None or f.slot_by_model) and f.outdated_by is None
-             and not ending(f.attribute, f.value)]
+    # Facts, and statements the model put in a slot (the slot's current word when newer than its facts).
+    facts = [(f, d) for f, d in await read_all(c.store, owner, current, with_vectors=True) if profile.current(f)]
     pid = profile.profile_id(owner.tenant, owner.user_id)
     existing = await c.store.get(owner.scope, [pid])
     if not facts:

@@ -182,8 +182,8 @@ def reorders(reading: Reading, k: int) -> bool:
     return reading.orientation != "event" and k > 1
 
 
-def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: figures.Asked | None = None,
-             engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: figures.Asked | None,
+             engine_fused: bool) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
     if not reorders(reading, len(hits)):
         return hits, {}

@@ -74,6 +74,6 @@ def stated(entry: MemoryEntry, besides: frozenset[str] = frozenset()) -> bool:
     """Whether an entry's own lines state a figure: a number that is not a date, nor a word with digits the
     question said itself (`besides`: "what is the p95 latency?" is not answered by a window that says "p95")."""
     text = _DATES.sub(" ", "\n".join(utterances(entry.text)))
-    if besides:
+    if besides and any(word in text.casefold() for word in besides):
         text = _NAMED.sub(lambda m: " " if m.group(0).casefold() in besides else m.group(0), text)
     return _FIGURE.search(text) is not None

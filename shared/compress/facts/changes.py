@@ -27,8 +27,13 @@ _BREAKUP_END = r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:in|last|over|a|two|three|after
 _BROKE_UP = re.compile(
     r"(?:\b(?P<with>[A-Z][a-z]+) and I|" + ME + r")(?:'ve| have)? " + ADV
     + r"(?:broke up|split up|got divorced|divorced)(?: with " + _NAME + r")?" + _BREAKUP_END)
+# The values of endings, written here and read back by `ending`: "no partner", "not vegetarian", "left Siemens",
+# "不吃素", "从腾讯离职" / "已离职".
 NO_PARTNER = "no partner"
+NOT = "not "
+LEFT = "left "
 ZH_NOT_VEGETARIAN = "不吃素"
+ZH_LEFT = "离职"
 # Dating, not meeting: "I'm seeing Anna for lunch" is no partner.
 _SEEING = re.compile(ME + r"(?:(?:'ve| have) " + ADV + r"been (?:seeing|dating)|(?:'m| am) " + ADV
                      + r"(?:dating|going out with)|(?: " + ADV + r")?(?:started|began) "
@@ -84,8 +89,8 @@ def ending(attribute: str | None, value: str | None) -> bool:
     if value is None:
         return False
     return ((attribute == "partner" and value == NO_PARTNER)
-            or (attribute == "diet" and (value.startswith("not ") or value == ZH_NOT_VEGETARIAN))
-            or (attribute == "works_at" and (value.startswith("left ") or value.endswith("离职"))))
+            or (attribute == "diet" and (value.startswith(NOT) or value == ZH_NOT_VEGETARIAN))
+            or (attribute == "works_at" and (value.startswith(LEFT) or value.endswith(ZH_LEFT))))
 
 
 def english(sentence: str, said: Said) -> list[Hit]:
@@ -107,14 +112,14 @@ def english(sentence: str, said: Said) -> list[Hit]:
     for pattern in _NOT_DIET:
         for match in pattern.finditer(sentence):
             diet = match.group("diet").lower().replace("pescetarian", "pescatarian").replace("plant-based", "vegan")
-            hits.append(Hit(Fact("diet", f"not {diet}", f"{said.speaker} is no longer {diet}"),
+            hits.append(Hit(Fact("diet", f"{NOT}{diet}", f"{said.speaker} is no longer {diet}"),
                             match.start(), match.end()))
     for match in _MEAT_AGAIN.finditer(sentence):
         hits.append(Hit(Fact("diet", "eats meat", f"{said.speaker} eats meat again"), match.start(), match.end()))
     for match in _LEFT_JOB.finditer(sentence):
         org = clean_name(match.group("org") or match.group("org2") or match.group("org3") or "")
         if org and org not in _NOT_EMPLOYERS:
-            hits.append(Hit(Fact("works_at", f"left {org}", f"{said.speaker} left {org}", entities=(org,)),
+            hits.append(Hit(Fact("works_at", f"{LEFT}{org}", f"{said.speaker} left {org}", entities=(org,)),
                             match.start(), match.end()))
     for match in _STARTS_JOB.finditer(sentence):
         if match.group("and") and not _OPENS_WITH_I.match(sentence):
@@ -149,7 +154,7 @@ def chinese(sentence: str, said: Said) -> list[Hit]:
                             match.start(), match.end()))
     for match in _ZH_LEFT.finditer(sentence):
         org = match.group("org")
-        value = f"从{org}离职" if org else "已离职"
+        value = f"从{org}{ZH_LEFT}" if org else f"已{ZH_LEFT}"
         hits.append(Hit(Fact("works_at", value, f"{said.speaker}{value}了", entities=(org,) if org else ()),
                         match.start(), match.end()))
     return hits
