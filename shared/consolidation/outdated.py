@@ -7,11 +7,13 @@ owner is about the same thing, the way recall decides it (retrieval/currency.py)
 when its fused score is within the band of the best one. An episode of that band said hours after the statement (not
 the same chat, which goes on about other things), that does not repeat the fact's value, was not where it was read
 and is not followed, a chat or more later, by an episode of the band that says the value again (A, then B, then A
-again is A), outdates it: the fact is marked `outdated_by` that episode, kept (history is never deleted), left out
-of the profile's current lines and ranked below that episode in recall. A fact whose newer evidence goes away (it
-was forgotten) is unmarked. The marks are a pure function of the owner's episodes and the facts themselves: BM25
-counts its IDF over those episodes only, since counting the profile too (which the marks shape) made the marks flip
-on every run.
+again is A), outdates it. An episode that names the value beside another value the fact's slot has held ("Kasimir
+and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about a change between
+them, which no rule read. A fact so outdated is marked `outdated_by` that episode, kept (history is never
+deleted), left out of the profile's current lines and ranked below that episode in recall. A fact whose newer
+evidence goes away (it was forgotten) is unmarked. The marks are a pure function of the owner's episodes and the
+facts themselves: BM25 counts its IDF over those episodes only, since counting the profile too (which the marks
+shape) made the marks flip on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from shared.compress.facts.changes import ending
 from shared.compress.facts.render import without_stated
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
@@ -39,15 +42,25 @@ class Item:
     dense: list[float]
 
 
-def _repeats(fact: MemoryEntry, episode: MemoryEntry) -> bool:
-    """The episode states the fact again (its value), or is the window the fact was read from."""
+def _names(value: str, text: str) -> bool:
+    # A whole word ("Li" is not in "Lisbon"); Han values have no word edges to look for.
+    edge = r"\b" if value[:1].isascii() else ""
+    return re.search(edge + re.escape(value) + edge, text, re.IGNORECASE) is not None
+
+
+def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = frozenset()) -> bool:
+    """The episode states the fact again (its value, and no other value its slot has held), or is the window the
+    fact was read from.
+
+    An episode that names the value beside another of the slot's values ("Kasimir and I ended it... Leopoldine and
+    I are giving it another try") is about a change between them, not a restatement: which one holds is what no
+    rule read, so it may outdate the fact and never keeps it current.
+    """
     if fact.conversation_id == episode.conversation_id and set(fact.source_turn_ids) & set(episode.source_turn_ids):
         return True
-    if not fact.value:
+    if not fact.value or not _names(fact.value, episode.text):
         return False
-    # A whole word ("Li" is not in "Lisbon"); Han values have no word edges to look for.
-    edge = r"\b" if fact.value[:1].isascii() else ""
-    return re.search(edge + re.escape(fact.value) + edge, episode.text, re.IGNORECASE) is not None
+    return not any(_names(other, episode.text) for other in others)
 
 
 def _asked(fact: MemoryEntry) -> str:
@@ -86,10 +99,13 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
     return {hit.entry.id: sum(1.0 / (rrf_k + best[i][score] - 1) for i, _, score in ranked(hit)) for hit in hits}
 
 
-def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int) -> str | None:
+def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int,
+         others: frozenset[str] = frozenset()) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
     first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it, and
     not followed, MIN_GAP or more later, by an episode of the band that says the value again (a revert).
+    `others` are the other values the fact's slot has held (of the owner's facts, superseded ones included): an
+    episode naming one of them beside the fact's value does not repeat it (see `_repeats`).
 
     Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
     is named, then by conversation and turns: the same memory names the same episode in any tenant.
@@ -100,7 +116,8 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     cut = (1.0 - band) * (max(score.values()) or 1.0)
     # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
     # episode means that episode no longer outdates the fact (A, then B, then A again is A).
-    again = {h.entry.id: h.entry.occurred_at for h in hits if score[h.entry.id] >= cut and _repeats(fact, h.entry)}
+    again = {h.entry.id: h.entry.occurred_at for h in hits
+             if score[h.entry.id] >= cut and _repeats(fact, h.entry, others)}
     last = max(again.values(), default=None)
     order = sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
                                         h.entry.source_turn_ids, h.entry.id))
@@ -112,9 +129,29 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     return None
 
 
+def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:
+    """The values each slot has held among these facts (superseded ones included), endings left out ("no partner"
+    is what stopped, and no episode names it)."""
+    values: dict[str, set[str]] = {}
+    for fact in history:
+        if fact.slot_key and fact.value and not ending(fact.attribute, fact.value):
+            values.setdefault(fact.slot_key, set()).add(fact.value)
+    return {slot: frozenset(found) for slot, found in values.items()}
+
+
+def _others(fact: MemoryEntry, slots: dict[str, frozenset[str]]) -> frozenset[str]:
+    own = (fact.value or "").casefold()
+    return frozenset(v for v in slots.get(fact.slot_key or "", ()) if v.casefold() != own)
+
+
 async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm25Encoder, band: float,
-                  rrf_k: int) -> list[Change]:
-    """Search each fact's own text among the owner's episodes and bring its `outdated_by` to what that finds."""
+                  rrf_k: int, history: Sequence[MemoryEntry] = ()) -> list[Change]:
+    """Search each fact's own text among the owner's episodes and bring its `outdated_by` to what that finds.
+
+    Args:
+        history: the owner's facts, superseded ones included, for the values each slot has held.
+    """
+    slots = slot_values([*history, *(f.entry for f in facts)])
     usable = [f for f in facts if f.dense]
     # A fact without a vector cannot be searched: it keeps no mark rather than a stale one.
     out = [Change(entry=f.entry, payload={"outdated_by": None}) for f in facts if not f.dense and f.entry.outdated_by]
@@ -127,7 +164,7 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
                 for f in usable]
     found = await store.hybrid_batch(scope, searches, explain=True)
     for fact, hits in zip(usable, found, strict=True):
-        wanted = mark(fact.entry, hits, band, rrf_k)
+        wanted = mark(fact.entry, hits, band, rrf_k, _others(fact.entry, slots))
         if fact.entry.outdated_by != wanted:
             out.append(Change(entry=fact.entry, payload={"outdated_by": wanted}))
     return out

@@ -30,8 +30,8 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # The revision of the jobs' rules, in the fingerprint: raise it when a rule changes what a job writes from the same
 # entries, so a scheduled run after a deploy goes over every owner, not only those with something new (the version
 # stays 0.1.0 between releases). 2: a repeat of the value a chat later undoes an outdated mark; 3: profiles leave
-# endings out.
-RULES = 3
+# endings out; 4: an episode naming another value of the slot beside the fact's is no repeat.
+RULES = 4
 
 
 @dataclass(frozen=True)
@@ -157,10 +157,10 @@ async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
 
 async def _outdate(c: Consolidation, owner: Owner, apply: Changes) -> None:
     """Mark the owner's active facts that a newer episode about the same thing may have outdated (or unmark)."""
-    active = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
-    facts = [outdated.Item(e, d) for e, d in await read_all(c.store, owner, active, with_vectors=True)]
-    await apply(owner.tenant, await outdated.changes(c.store, owner.scope, facts, c.sparse,
-                                                     c.settings.outdated_band, c.settings.rrf_k))
+    every = await read_all(c.store, owner, EntryFilter(kinds=["fact"]), with_vectors=True)
+    facts = [outdated.Item(e, d) for e, d in every if e.superseded_by is None and e.merged_into is None]
+    await apply(owner.tenant, await outdated.changes(c.store, owner.scope, facts, c.sparse, c.settings.outdated_band,
+                                                     c.settings.rrf_k, [e for e, _ in every]))
 
 
 async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:

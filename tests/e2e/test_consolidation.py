@@ -197,6 +197,30 @@ async def test_the_profile_leaves_out_what_no_longer_holds(client: MemoryClient)
     assert "peanut" in profile.text and "Rafael" not in profile.text, profile.text
 
 
+async def test_a_profile_drops_a_partner_whose_ending_no_rule_read(client: MemoryClient) -> None:
+    """Leopoldine, then Kasimir (read, superseding her), then a chat that ends it with Kasimir and goes back to
+    Leopoldine in words no rule reads. That chat names Kasimir, but beside the slot's other value: it is evidence of
+    a change, not a repeat, so "seeing Kasimir" is marked possibly outdated and no profile line states it."""
+    first = conversation([("Benedikt", "My girlfriend Leopoldine hates surprises."), ("Bo", "Plan ahead then.")],
+                         "s1", MAY, user_id="benedikt")
+    second = conversation([("Benedikt", "Leopoldine and I split. I've been seeing Kasimir."), ("Bo", "Big news.")],
+                          "s2", SEPTEMBER, user_id="benedikt")
+    third = conversation([("Benedikt", "Kasimir and I ended it in may. and Leopoldine and I are giving it another "
+                                       "try."), ("Bo", "How does it feel?"),
+                          ("Benedikt", "Slower, more honest. I'm allergic to peanuts by the way."), ("Bo", "Noted.")],
+                         "s3",
+                         SEPTEMBER + timedelta(days=200), user_id="benedikt")
+    await store_all(client, first + second + third)
+
+    await client.consolidate()
+
+    found = await facts(client, "benedikt")
+    kasimir = [f for f in found if f.value == "Kasimir" and f.superseded_by is None]
+    assert kasimir and all(f.outdated_by for f in kasimir), found
+    [profile] = (await client.entries(op="list", user_id="benedikt", kind="profile")).entries
+    assert "peanut" in profile.text and "Kasimir" not in profile.text, profile.text
+
+
 async def settled(client: MemoryClient, runs: int) -> list[dict[str, Any]]:
     """The memory after one more consolidation, having checked that `runs` more change nothing at all."""
     once = snapshot(await everything(client, "ana"))

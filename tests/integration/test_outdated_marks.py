@@ -57,3 +57,28 @@ async def test_the_marks_count_idf_over_the_episodes_only(store: EdgeStore) -> N
     await store.upsert([stored(tenant, f"claim{i}", f"Ana lives here {i}", [0, 0, 0, 1], 130, kind="fact")
                         for i in range(30)])
     assert await marks() == before
+
+
+async def test_a_change_between_two_values_of_a_slot_outdates_the_newer_fact(store: EdgeStore) -> None:
+    """The partner slot held Leopoldine (superseded) and holds Kasimir. A later episode that names both ("Kasimir
+    and I ended it... Leopoldine and I are giving it another try") outdates the Kasimir fact once the job is given
+    the slot's history; without it, the episode reads as a repeat of Kasimir and keeps the fact current."""
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant, user_id="u1")
+    old = stored(tenant, "old", "Benedikt's girlfriend is Leopoldine (stated 7 May 2022)", [0, 0, 1, 0], -200,
+                 kind="fact", attribute="partner", value="Leopoldine", slot_key="bpartner", superseded_by="x")
+    fact = stored(tenant, "fact", "Benedikt is seeing Kasimir (stated 17 December 2022)", [1, 0, 0, 0], 0,
+                  kind="fact", attribute="partner", value="Kasimir", slot_key="bpartner")
+    ended = stored(tenant, "ended", "Benedikt: Kasimir and I ended it in may. and Leopoldine and I are seeing "
+                                    "each other again", [0.9, 0.1, 0, 0], 190)
+    await store.upsert([stored(tenant, "source", "Benedikt: I've been seeing Kasimir", [1, 0, 0, 0], 0),
+                        stored(tenant, "talk", "Benedikt: recipe for goulash please", [0, 1, 0, 0], 100),
+                        ended, old, fact])
+    items = [outdated.Item(fact.entry, list(fact.vectors.dense))]
+
+    async def marks(history: list[MemoryEntry]) -> list[object]:
+        return [c.payload.get("outdated_by") for c in await outdated.changes(store, scope, items, BM25, band=0.4,
+                                                                             rrf_k=3, history=history)]
+
+    assert await marks([]) == []
+    assert await marks([old.entry, fact.entry]) == [ended.entry.id]

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from engram_client.contract import EntryKind
+from shared.compress.facts.changes import NO_PARTNER
 from shared.consolidation import outdated
 from shared.retrieval import figures
 from shared.retrieval.currency import Currency, among_own_kind, rerank
@@ -393,6 +394,33 @@ def test_only_a_repeat_about_the_same_thing_a_chat_later_keeps_a_fact_current() 
     assert outdated.mark(fact, [source, moved, passing], band=0.5, rrf_k=3) == "new flat in Graz"
     miss = hit("miss Vienna", 0.8, 180 + 2 / 24, text="Lena: honestly I still miss Vienna", source_turn_ids=["t6"])
     assert outdated.mark(fact, [source, moved, miss], band=0.5, rrf_k=3) == "new flat in Graz"
+
+
+def test_naming_the_value_beside_another_value_of_its_slot_is_about_a_change() -> None:
+    """"Kasimir and I ended it in may... Leopoldine and I are giving it another try": the episode names the fact's
+    value, but beside another value its slot has held, so it is about a change between them that no rule read. It
+    outdates the fact instead of keeping it current; naming the value alone is still a repeat."""
+    fact = hit("Benedikt is seeing Kasimir", 2.0, 0, kind="fact", value="Kasimir", source_turn_ids=["t1"]).entry
+    source = hit("window of t1", 1.0, 0, source_turn_ids=["t1"])
+    ended = hit("ended", 0.8, 180, source_turn_ids=["t5"],
+                text="Benedikt: Kasimir and I ended it in may. and... Leopoldine and I are giving it another try")
+    maps = hit("maps", 0.8, 180, source_turn_ids=["t5"], text="Benedikt: Kasimir wants old maps for christmas")
+    assert outdated.mark(fact, [source, ended], band=0.5, rrf_k=3) is None
+    assert outdated.mark(fact, [source, ended], band=0.5, rrf_k=3, others=frozenset({"Leopoldine"})) == "ended"
+    assert outdated.mark(fact, [source, maps], band=0.5, rrf_k=3, others=frozenset({"Leopoldine"})) is None
+
+
+def test_a_slot_has_held_the_values_of_its_facts_superseded_ones_included() -> None:
+    """The values a slot has held come from every fact of it, superseded ones included; endings ("no partner") and
+    other people's slots are not among them."""
+    def fact(name: str, slot: str, attribute: str, value: str, **fields: object) -> MemoryEntry:
+        return hit(name, 1.0, 0, kind="fact", slot_key=slot, attribute=attribute, value=value, **fields).entry
+
+    history = [fact("leo", "bpartner", "partner", "Leopoldine", superseded_by="kas"),
+               fact("kas", "bpartner", "partner", "Kasimir"), fact("none", "bpartner", "partner", NO_PARTNER),
+               fact("sister", "apartner", "partner", "Jonas")]
+    assert outdated.slot_values(history) == {"bpartner": frozenset({"Leopoldine", "Kasimir"}),
+                                             "apartner": frozenset({"Jonas"})}
 
 
 def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> None:
