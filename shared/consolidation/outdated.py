@@ -7,13 +7,14 @@ owner is about the same thing, the way recall decides it (retrieval/currency.py)
 when its fused score is within the band of the best one. An episode of that band said hours after the statement (not
 the same chat, which goes on about other things), that does not repeat the fact's value, was not where it was read
 and is not followed, a chat or more later, by an episode of the band that says the value again (A, then B, then A
-again is A), outdates it. An episode that names the value beside another value the fact's slot has held ("Kasimir
-and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about a change between
-them, which no rule read. A fact so outdated is marked `outdated_by` that episode, kept (history is never
-deleted), left out of the profile's current lines and ranked below that episode in recall. A fact whose newer
-evidence goes away (it was forgotten) is unmarked. The marks are a pure function of the owner's episodes and the
-facts themselves: BM25 counts its IDF over those episodes only, since counting the profile too (which the marks
-shape) made the marks flip on every run.
+again is A), outdates it. An episode that names the value and after it another value the fact's slot has held
+("Kasimir and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about a change
+between them, which no rule read (the slot's values come from the owner's facts, superseded ones included, so a TTL
+or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked `outdated_by`
+that episode, kept (history is never deleted), left out of the profile's current lines and ranked below that episode
+in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. The marks are a pure function of
+the owner's episodes and the facts themselves: BM25 counts its IDF over those episodes only, since counting the
+profile too (which the marks shape) made the marks flip on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -42,25 +43,31 @@ class Item:
     dense: list[float]
 
 
-def _names(value: str, text: str) -> bool:
-    # A whole word ("Li" is not in "Lisbon"); Han values have no word edges to look for.
+def _last(value: str, text: str, exact_case: bool = False) -> int:
+    """Where the last mention of `value` in `text` starts, or -1: a whole word ("Li" is not in "Lisbon"); Han
+    values have no word edges to look for."""
     edge = r"\b" if value[:1].isascii() else ""
-    return re.search(edge + re.escape(value) + edge, text, re.IGNORECASE) is not None
+    found = list(re.finditer(edge + re.escape(value) + edge, text, 0 if exact_case else re.IGNORECASE))
+    return found[-1].start() if found else -1
 
 
 def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = frozenset()) -> bool:
-    """The episode states the fact again (its value, and no other value its slot has held), or is the window the
-    fact was read from.
+    """The episode states the fact again (its value, with no other value its slot has held named after it), or is
+    the window the fact was read from.
 
-    An episode that names the value beside another of the slot's values ("Kasimir and I ended it... Leopoldine and
-    I are giving it another try") is about a change between them, not a restatement: which one holds is what no
-    rule read, so it may outdate the fact and never keeps it current.
+    An episode that names the value and then another of the slot's values ("Kasimir and I ended it... Leopoldine
+    and I are giving it another try") is about a change between them, not a restatement: people tell changes in
+    the order they happened, and which value holds now is what no rule read, so it may outdate the fact and never
+    keeps it current. Named before the value ("Porto is calmer than Lisbon, I love living in Porto"), it does not.
+    A name among the other values ("May", "Rose") is looked for in its own case, so the month or the flower is not
+    it.
     """
     if fact.conversation_id == episode.conversation_id and set(fact.source_turn_ids) & set(episode.source_turn_ids):
         return True
-    if not fact.value or not _names(fact.value, episode.text):
+    if not fact.value:
         return False
-    return not any(_names(other, episode.text) for other in others)
+    own = _last(fact.value, episode.text)
+    return own >= 0 and all(_last(other, episode.text, exact_case=other != other.lower()) <= own for other in others)
 
 
 def _asked(fact: MemoryEntry) -> str:
@@ -105,7 +112,7 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it, and
     not followed, MIN_GAP or more later, by an episode of the band that says the value again (a revert).
     `others` are the other values the fact's slot has held (of the owner's facts, superseded ones included): an
-    episode naming one of them beside the fact's value does not repeat it (see `_repeats`).
+    episode naming one of them after the fact's value does not repeat it (see `_repeats`).
 
     Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
     is named, then by conversation and turns: the same memory names the same episode in any tenant.
@@ -140,8 +147,13 @@ def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:
 
 
 def _others(fact: MemoryEntry, slots: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The other values of the fact's slot that an episode could name instead of its own: not one inside its value
+    or holding it ("Google" and "Google Cloud", "阿里" and "阿里巴巴"), nor a word of the fact itself (a pet first
+    told unnamed holds its species, "dog", which "Ana has a dog named Rex" says)."""
     own = (fact.value or "").casefold()
-    return frozenset(v for v in slots.get(fact.slot_key or "", ()) if v.casefold() != own)
+    said = without_stated(fact.text).casefold()
+    return frozenset(v for v in slots.get(fact.slot_key or "", ())
+                     if own not in (folded := v.casefold()) and folded not in own and folded not in said)
 
 
 async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm25Encoder, band: float,

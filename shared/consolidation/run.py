@@ -157,10 +157,12 @@ async def _supersede(c: Consolidation, owner: Owner, apply: Changes) -> int:
 
 async def _outdate(c: Consolidation, owner: Owner, apply: Changes) -> None:
     """Mark the owner's active facts that a newer episode about the same thing may have outdated (or unmark)."""
-    every = await read_all(c.store, owner, EntryFilter(kinds=["fact"]), with_vectors=True)
-    facts = [outdated.Item(e, d) for e, d in every if e.superseded_by is None and e.merged_into is None]
+    active = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
+    facts = [outdated.Item(e, d) for e, d in await read_all(c.store, owner, active, with_vectors=True)]
+    # The values each slot has held: every fact, superseded ones included, without vectors (only facts are searched).
+    history = [e for e, _ in await read_all(c.store, owner, EntryFilter(kinds=["fact"]))]
     await apply(owner.tenant, await outdated.changes(c.store, owner.scope, facts, c.sparse, c.settings.outdated_band,
-                                                     c.settings.rrf_k, [e for e, _ in every]))
+                                                     c.settings.rrf_k, history))
 
 
 async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:

@@ -8,7 +8,7 @@ Matching is by substring, case-folded, of the answer's spellings in an entry's t
 turns nearly word for word).
 """
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -170,6 +170,15 @@ def stale_profile_lines(story: Story, profile_text: str | None) -> list[str]:
     return [line for line in profile_text.splitlines()[1:] if replaced and _holds(line, replaced)]
 
 
+def profile_holds_current(story: Story, profile_text: str | None) -> bool:
+    """Whether a line of the user's profile states the current value of the story's present question: how much of
+    what holds the profile still says, beside the stale lines it must not have."""
+    if not profile_text:
+        return False
+    present = next(q for q in story.questions if q.kind == "present")
+    return any(_holds(line, present.current) for line in profile_text.splitlines()[1:])
+
+
 class FactCheck(BaseModel):
     """What the user's active facts say about a story's present question after consolidation."""
 
@@ -207,6 +216,7 @@ class Figures(BaseModel):
     unchanged_at_k: float = 0.0  # share of questions about what never changed answered in the top k
     unchanged_top: float = 0.0
     stale_profiles: int = 0      # profiles with a line stating a replaced value
+    profiles_current: int = 0    # profiles with a line stating the current value of the present question
     facts_current: int = 0       # stories with an active fact naming the current value
     facts_stale: int = 0         # stories with an active, unmarked fact naming a replaced value
     facts_marked: int = 0        # stories whose stale facts were all marked possibly outdated
@@ -214,8 +224,9 @@ class Figures(BaseModel):
 
 
 def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int,
-            facts: Sequence[FactCheck] = ()) -> Figures:
-    """Rates over a group of judged questions (and the stale profile lines of its stories)."""
+            facts: Sequence[FactCheck] = (), profile_current: Collection[str] = ()) -> Figures:
+    """Rates over a group of judged questions (and the stale profile lines of its stories, and which of its stories'
+    profiles state the current value)."""
     present = [j for j in judged if j.kind == "present"]
     past = [j for j in judged if j.kind == "past"]
     unchanged = [j for j in judged if j.kind == "unchanged"]
@@ -233,6 +244,7 @@ def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int,
         unchanged=len(unchanged), unchanged_at_k=found(unchanged),
         unchanged_top=sum(j.top for j in unchanged) / len(unchanged) if unchanged else 0.0,
         stale_profiles=sum(1 for s in stories if stale.get(s)),
+        profiles_current=sum(1 for s in stories if s in profile_current),
         facts_current=sum(1 for f in facts if f.story in stories and f.current),
         facts_stale=sum(1 for f in facts if f.story in stories and f.stale),
         facts_marked=sum(1 for f in facts if f.story in stories and f.stale_marked and not f.stale),

@@ -16,6 +16,7 @@ from shared.evaluation.updates import (
     check_facts,
     figures,
     judge,
+    profile_holds_current,
     stale_profile_lines,
 )
 
@@ -36,18 +37,20 @@ class UpdatesReport(BaseModel):
     judged: list[Judged] = Field(default_factory=list)
     stale: dict[str, list[str]] = Field(default_factory=dict)    # story id → profile lines stating a replaced value
     facts: list[FactCheck] = Field(default_factory=list)
+    profile_current: list[str] = Field(default_factory=list)    # stories whose profile states the current value
 
 
 def _group(report: "UpdatesReport", key: Callable[[Judged], str]) -> dict[str, Figures]:
     keys = sorted({key(j) for j in report.judged})
-    return {name: figures([j for j in report.judged if key(j) == name], report.stale, report.k, report.facts)
+    return {name: figures([j for j in report.judged if key(j) == name], report.stale, report.k, report.facts,
+                          report.profile_current)
             for name in keys}
 
 
 def summarise(report: UpdatesReport) -> UpdatesReport:
     """The report with its figures computed from its judged questions."""
     return report.model_copy(update={
-        "overall": figures(report.judged, report.stale, report.k, report.facts),
+        "overall": figures(report.judged, report.stale, report.k, report.facts, report.profile_current),
         "by_language": _group(report, lambda j: j.language),
         "by_change": _group(report, lambda j: f"{j.language}/{j.change}"),
         "by_category": _group(report, lambda j: j.category)})
@@ -90,7 +93,10 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Seq
                 report.judged.append(judge(story, question, [e.text for e in reply.entries],
                                            [e.kind for e in reply.entries]))
             report.facts.append(check_facts(story, await _facts(client, user_id)))
-            stale = stale_profile_lines(story, await _profile(client, user_id))
+            profile = await _profile(client, user_id)
+            stale = stale_profile_lines(story, profile)
             if stale:
                 report.stale[story.id] = stale
+            if profile_holds_current(story, profile):
+                report.profile_current.append(story.id)
     return summarise(report)

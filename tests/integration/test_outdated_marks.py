@@ -61,7 +61,7 @@ async def test_the_marks_count_idf_over_the_episodes_only(store: EdgeStore) -> N
 
 async def test_a_change_between_two_values_of_a_slot_outdates_the_newer_fact(store: EdgeStore) -> None:
     """The partner slot held Leopoldine (superseded) and holds Kasimir. A later episode that names both ("Kasimir
-    and I ended it... Leopoldine and I are giving it another try") outdates the Kasimir fact once the job is given
+    and I ended it... Leopoldine and I are seeing each other again") outdates the Kasimir fact once the job is given
     the slot's history; without it, the episode reads as a repeat of Kasimir and keeps the fact current."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant, user_id="u1")

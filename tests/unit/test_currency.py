@@ -410,6 +410,37 @@ def test_naming_the_value_beside_another_value_of_its_slot_is_about_a_change() -
     assert outdated.mark(fact, [source, maps], band=0.5, rrf_k=3, others=frozenset({"Leopoldine"})) is None
 
 
+def test_only_another_value_named_after_the_fact_s_own_makes_it_a_change() -> None:
+    """People tell changes in the order they happened: the other value named after the fact's is a change, named
+    before it a comparison ("calmer than Lisbon, I love living in Porto"). Known and accepted: praise of the current
+    partner over an ex named last reads as a change, which only takes the line out of the profile."""
+    def marks(value: str, others: set[str], text: str) -> str | None:
+        fact = hit(f"Ana: {value}", 2.0, 0, kind="fact", value=value, source_turn_ids=["t1"]).entry
+        later = hit("later", 0.8, 180, source_turn_ids=["t5"], text=text)
+        return outdated.mark(fact, [hit("source", 1.0, 0, source_turn_ids=["t1"]), later], band=0.5, rrf_k=3,
+                             others=frozenset(others))
+
+    assert marks("Porto", {"Lisbon"}, "Ana: Porto is so much calmer than Lisbon, I love living in Porto") is None
+    assert marks("Porto", {"Lisbon"}, "Ana: left Porto for good, Lisbon it is") == "later"
+    assert marks("Kasimir", {"Leopoldine"}, "Ana: Kasimir cooked, better than Leopoldine ever did") == "later"
+    # a name among the other values is looked for in its own case: the month is not the ex
+    assert marks("Kasimir", {"May"}, "Ana: Kasimir and I go to Rome in may") is None
+
+
+def test_values_inside_the_fact_s_own_or_its_words_are_not_another_value() -> None:
+    """"Google" inside "Google Cloud" (or the reverse, or 阿里 in 阿里巴巴) is the same value said again, and a pet's
+    species, held while it had no name, is a word of "Ana has a dog named Rex": naming them is no change."""
+    def others(value: str, text: str, *held: str) -> frozenset[str]:
+        fact = hit(text, 1.0, 0, kind="fact", slot_key="s", value=value, text=text).entry
+        history = [hit(v, 1.0, 0, kind="fact", slot_key="s", value=v).entry for v in held]
+        return outdated._others(fact, outdated.slot_values([*history, fact]))
+
+    assert others("Google Cloud", "Ana works at Google Cloud", "Google", "Stripe") == {"Stripe"}
+    assert others("Google", "Ana works at Google", "Google Cloud") == frozenset()
+    assert others("阿里巴巴", "Ana在阿里巴巴上班", "阿里", "腾讯") == {"腾讯"}
+    assert others("Rex", "Ana has a dog named Rex", "dog", "Bruno") == {"Bruno"}
+
+
 def test_a_slot_has_held_the_values_of_its_facts_superseded_ones_included() -> None:
     """The values a slot has held come from every fact of it, superseded ones included; endings ("no partner") and
     other people's slots are not among them."""

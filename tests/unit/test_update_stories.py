@@ -6,7 +6,15 @@ from typing import get_args
 import pytest
 
 from shared.evaluation import updates
-from shared.evaluation.updates import Judged, Question, Story, figures, judge, stale_profile_lines
+from shared.evaluation.updates import (
+    Judged,
+    Question,
+    Story,
+    figures,
+    judge,
+    profile_holds_current,
+    stale_profile_lines,
+)
 
 HALVES = get_args(updates.Split)
 
@@ -108,6 +116,17 @@ def test_a_profile_line_stating_a_replaced_value_is_stale_and_its_header_is_not_
     overlapping = STORY.model_copy(update={"questions": [Question(
         kind="present", query="q", asked_at=datetime(2024, 7, 1, tzinfo=UTC), current=["New York"], old=["York"])]})
     assert stale_profile_lines(overlapping, "header\n- lives in New York") == []
+
+
+def test_a_profile_holds_the_current_value_when_a_line_after_its_header_states_it() -> None:
+    """How much of what holds the profile still says: a line after the header naming the present question's current
+    value; the header and other lines do not count."""
+    assert profile_holds_current(STORY, "Profile of Lena\n- Lena lives in Graz")
+    assert not profile_holds_current(STORY, "Profile of Lena (Graz)\n- Lena's dog is Bruno")
+    assert not profile_holds_current(STORY, None)
+    judged = [_judged("present", 1), _judged("present", 2, language="zh")]
+    got = figures(judged, {}, k=10, profile_current=[judged[1].story, "another story"])
+    assert (got.stories, got.profiles_current) == (2, 1)
 
 
 def _judged(kind: str, current: int | None, old: int | None = None, language: str = "en") -> Judged:
