@@ -4,17 +4,18 @@ The slot rules supersede a fact when a newer statement of the same slot is *read
 words no rule reads, so this job also asks, for every active fact of an owner, whether a newer episode of the same
 owner is about the same thing, the way recall decides it (retrieval/currency.py): the fact's own text is the query
 (its stored dense vector and its words in BM25) over the owner's episodes, and an episode is about the same thing
-when its fused score is within the band of the best one. An episode of that band said hours after the statement (not
-the same chat, which goes on about other things), that does not repeat the fact's value, was not where it was read
-and is not followed, a chat or more later, by an episode of the band that says the value again (A, then B, then A
-again is A), outdates it. An episode that names the value and after it another value the fact's slot has held
-("Kasimir and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about a change
-between them, which no rule read (the slot's values come from the owner's facts, superseded ones included, so a TTL
-or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked `outdated_by`
-that episode, kept (history is never deleted), left out of the profile's current lines and ranked below that episode
-in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. The marks are a pure function of
-the owner's episodes and the facts themselves: BM25 counts its IDF over those episodes only, since counting the
-profile too (which the marks shape) made the marks flip on every run.
+when its fused score is within the band of the best one besides the window the fact was read from (which says it
+nearly word for word, a bar no evidence in other words reaches). An episode of that band said hours after the
+statement (not the same chat, which goes on about other things), that does not repeat the fact's value, was not
+where it was read and is not followed, a chat or more later, by an episode of the band that says the value again (A,
+then B, then A again is A), outdates it. An episode that names the value and after it another value the fact's slot
+has held ("Kasimir and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about
+a change between them, which no rule read (the slot's values come from the owner's facts, superseded ones included,
+so a TTL or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked
+`outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and ranked
+below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. The marks are a
+pure function of the owner's episodes and the facts themselves: BM25 counts its IDF over those episodes only, since
+counting the profile too (which the marks shape) made the marks flip on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -33,6 +34,9 @@ from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEn
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
+# The band is measured from the best episode besides the fact's source, but never from less than this share of the
+# source's score (0 and 0.5 mark the same facts on eight dev halves; 0.7 left one replaced value in a profile).
+SOURCE_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,12 @@ def _last(value: str, text: str, exact_case: bool = False) -> int:
     return found[-1].start() if found else -1
 
 
+def _read_from(fact: MemoryEntry, episode: MemoryEntry) -> bool:
+    """Whether the episode is the window the fact was read from (its conversation, a shared turn)."""
+    return fact.conversation_id == episode.conversation_id and bool(set(fact.source_turn_ids)
+                                                                    & set(episode.source_turn_ids))
+
+
 def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = frozenset()) -> bool:
     """The episode states the fact again (its value, with no other value its slot has held named after it), or is
     the window the fact was read from.
@@ -62,7 +72,7 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = f
     A name among the other values ("May", "Rose") is looked for in its own case, so the month or the flower is not
     it.
     """
-    if fact.conversation_id == episode.conversation_id and set(fact.source_turn_ids) & set(episode.source_turn_ids):
+    if _read_from(fact, episode):
         return True
     if not fact.value:
         return False
@@ -109,8 +119,15 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
 def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int,
          others: frozenset[str] = frozenset()) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
-    first), or None: within `band` of the best score, at least MIN_GAP after the statement, not repeating it, and
-    not followed, MIN_GAP or more later, by an episode of the band that says the value again (a revert).
+    first), or None: within `band` of the best score of an episode it was not read from, at least MIN_GAP after the
+    statement, not repeating it, and not followed, MIN_GAP or more later, by an episode of the band that says the
+    value again (a revert).
+
+    The window the fact was read from says it nearly word for word, so it outscores everything else by far and is
+    no measure of what "about the same thing" is: with it as the bar, evidence in other words ("officially a Peoria
+    resident" after "I live in Dubuque") fell just short of the band. The best of the other episodes is the bar
+    (the source's score when no other was found), never below SOURCE_FLOOR of the source's: a fact with one other
+    episode, about something else, would be outdated by it.
     `others` are the other values the fact's slot has held (of the owner's facts, superseded ones included): an
     episode naming one of them after the fact's value does not repeat it (see `_repeats`).
 
@@ -120,7 +137,9 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     if not hits or not band:
         return None
     score = shared_ranks(hits, rrf_k)
-    cut = (1.0 - band) * (max(score.values()) or 1.0)
+    best = max(score.values()) or 1.0
+    others_best = max((score[h.entry.id] for h in hits if not _read_from(fact, h.entry)), default=best)
+    cut = (1.0 - band) * max(others_best, SOURCE_FLOOR * best)
     # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
     # episode means that episode no longer outdates the fact (A, then B, then A again is A).
     again = {h.entry.id: h.entry.occurred_at for h in hits

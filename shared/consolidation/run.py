@@ -30,8 +30,9 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # The revision of the jobs' rules, in the fingerprint: raise it when a rule changes what a job writes from the same
 # entries, so a scheduled run after a deploy goes over every owner, not only those with something new (the version
 # stays 0.1.0 between releases). 2: a repeat of the value a chat later undoes an outdated mark; 3: profiles leave
-# endings out; 4: an episode naming another value of the slot beside the fact's is no repeat.
-RULES = 4
+# endings out; 4: an episode naming another value of the slot after the fact's is no repeat; 5: the outdated band is
+# measured from the best episode besides the fact's source window; favourites are slots of their kind.
+RULES = 5
 
 
 @dataclass(frozen=True)

@@ -368,6 +368,21 @@ def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_
     assert outdated.mark(fact, [], band=0.5, rrf_k=3) is None
 
 
+def test_the_band_is_measured_from_the_best_episode_the_fact_was_not_read_from() -> None:
+    """The source window says the fact nearly word for word and outscores everything: the band is measured from the
+    best other episode, so newer evidence in other words is in it; without the source among the hits, from the best
+    hit as before; never from less than half the source's (one other episode about something else is no bar)."""
+    fact = hit("Casimir lives in Dubuque", 2.0, 0, kind="fact", value="Dubuque", source_turn_ids=["t1"]).entry
+    source = hit("I live in Dubuque", 1.0, 0, source_turn_ids=["t1"])
+    peoria = hit("officially a Peoria resident", 0.55, 120, source_turn_ids=["t5"])
+    chatter = hit("fish soup recipe", 0.2, 200, source_turn_ids=["t9"])
+    assert outdated.mark(fact, [source, peoria, chatter], band=0.4, rrf_k=3) == "officially a Peoria resident"
+    assert outdated.mark(fact, [peoria, chatter], band=0.4, rrf_k=3) == "officially a Peoria resident"
+    assert outdated.mark(fact, [source, chatter], band=0.4, rrf_k=3) is None
+    assert outdated.mark(fact, [source, peoria.model_copy(update={"score": 0.5}), chatter], band=0.4,
+                         rrf_k=3) == "officially a Peoria resident"
+
+
 def test_a_fact_said_again_after_the_evidence_against_it_stays_current() -> None:
     """A, then B, then A again: an episode that repeats the value after the one about the same thing (a revert,
     "back to fully vegan") means that one no longer outdates the fact; evidence said hours after the repeat still
