@@ -60,7 +60,7 @@ def texts(text: str, lang: str = "en") -> list[str]:
     ("I really enjoy painting in the mornings.", "preference:painting", "likes"),
     ("I'm a big fan of pottery - it's calming.", "preference:pottery", "likes"),
     ("I'm really into jazz these days.", "preference:jazz", "likes"),
-    ("My favourite food is ramen.", "favourite:food", "ramen"),
+    ("My favourite food is ramen.", "preference:ramen", "likes"),
     ("I don't like sushi anymore.", "preference:sushi", "dislikes"),
     ("I hate running.", "preference:running", "dislikes"),
     ("I can't stand horror movies.", "preference:horror movie", "dislikes"),
@@ -118,7 +118,7 @@ def test_english_statements_give_their_fact(text: str, attribute: str, value: st
     ("我挺喜欢猫的。", "preference:猫", "likes"),
     ("我不喜欢香菜。", "preference:香菜", "dislikes"),
     ("我讨厌下雨天。", "preference:下雨天", "dislikes"),
-    ("我最喜欢的水果是芒果。", "favourite:水果", "芒果"),
+    ("我最喜欢的水果是芒果。", "preference:芒果", "likes"),
     ("我对花生过敏。", "allergy:花生", "allergic"),
     ("我对猫毛不过敏。", "allergy:猫毛", "not allergic"),
     ("我吃素。", "diet", "素食"),
@@ -328,17 +328,6 @@ def test_objects_keep_their_own_slots() -> None:
     """Each object of one statement gets its own slot, and an unrelated clause adds none."""
     found = slots("I'm allergic to peanuts and shellfish, so I cook at home.")
     assert found == {"allergy:peanut": "allergic", "allergy:shellfish": "allergic"}
-
-
-def test_a_favourite_is_one_slot_of_its_kind_with_the_favourite_as_its_value() -> None:
-    """A favourite is one of a kind at a time: the old and the new favourite band share a slot (so the newer one
-    supersedes the older), while liking two bands is two preferences."""
-    before, after = slots("My favourite band is Altin Gün."), slots("My favourite band is Mdou Moctar now.")
-    assert before == {"favourite:band": "Altin Gün"} and after == {"favourite:band": "Mdou Moctar"}
-    assert slots("My favourite movie is Stalker.") == {"favourite:film": "Stalker"}
-    assert slots("我最喜欢的乐队是惘闻。", "zh") == {"favourite:乐队": "惘闻"}
-    liked = set(slots("I love Wet Leg.")) | set(slots("I love Fontaines."))
-    assert liked == {"preference:wet leg", "preference:fontaines"}
 
 
 @pytest.mark.parametrize("role", ["assistant", "system"])

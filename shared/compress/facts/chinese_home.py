@@ -72,8 +72,7 @@ def people(sentence: str, said: Said) -> list[Hit]:
 
 
 def preferences(sentence: str, said: Said) -> list[Hit]:
-    """Likes and dislikes ("我喜欢爬山", "我不喜欢香菜", "我讨厌下雨"), and favourites ("我最喜欢的水果是芒果": one of
-    a kind at a time)."""
+    """Likes and dislikes: "我喜欢爬山", "我不喜欢香菜", "我讨厌下雨", "我最喜欢的水果是芒果"."""
     hits = []
     for pattern, likes in ((_LIKES, True), (_DISLIKES, False)):
         for match in pattern.finditer(sentence):
@@ -85,8 +84,7 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
     for match in _FAVOURITE.finditer(sentence):
         obj = object_phrase(sentence[match.end():])
         if obj:
-            # One favourite of a kind at a time: its own slot, the favourite its value, so a new one supersedes it.
-            hits.append(Hit(Fact(f"favourite:{match.group('what')}", obj,
+            hits.append(Hit(Fact(f"preference:{object_key(obj)}", "likes",
                                  f"{said.speaker}最喜欢的{match.group('what')}是{obj}"),
                             match.start(), match.end() + len(obj)))
     return hits

@@ -85,8 +85,7 @@ def _uncapitalised(obj: str) -> str:
 
 
 def preferences(sentence: str, said: Said) -> list[Hit]:
-    """Likes and dislikes ("I love hiking", "I'm a fan of pottery", "I don't like sushi"), and favourites ("my
-    favourite band is Wet Leg": one of a kind at a time)."""
+    """Likes and dislikes: "I love hiking", "I'm a fan of pottery", "I don't like sushi", "my favourite food is X"."""
     hits = []
     for patterns, likes in ((_LIKES, True), (_DISLIKES, False)):
         for pattern in patterns:
@@ -103,10 +102,9 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
         name = _FAVOURITE_NAME.match(rest)
         obj = clean_name(name.group(0)) if name else object_phrase(rest)
         if obj:
-            # One favourite of a kind at a time: its own slot, the favourite its value, so a new one supersedes it.
-            what = match.group("what").lower().replace("color", "colour").replace("movie", "film")
-            hits.append(Hit(Fact(f"favourite:{what}", obj, f"{said.speaker}'s favourite {what} is {obj}"),
-                            match.start(), match.end() + len(obj)))
+            what = match.group("what")
+            hits.append(_preference(said, obj, True, match.start(), match.end() + len(obj),
+                                    f"{said.speaker}'s favourite {what} is {obj}"))
     return hits
 
 
