@@ -34,9 +34,6 @@ from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEn
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
-# The band is measured from the best episode besides the fact's source, but never from less than this share of the
-# source's score (0 and 0.5 mark the same facts on eight dev halves; 0.7 left one replaced value in a profile).
-SOURCE_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -123,11 +120,12 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     statement, not repeating it, and not followed, MIN_GAP or more later, by an episode of the band that says the
     value again (a revert).
 
-    The window the fact was read from says it nearly word for word, so it outscores everything else by far and is
-    no measure of what "about the same thing" is: with it as the bar, evidence in other words ("officially a Peoria
-    resident" after "I live in Dubuque") fell just short of the band. The best of the other episodes is the bar
-    (the source's score when no other was found), never below SOURCE_FLOOR of the source's: a fact with one other
-    episode, about something else, would be outdated by it.
+    The window the fact was read from says it nearly word for word, so it takes the first rank of both searches and
+    set the bar at its fused score: evidence in other words, a rank or two lower ("officially a Peoria resident"
+    after "I live in Dubuque"), fell just short of the band. The best of the other episodes sets it (the source's
+    score when there is no other). The scores are fused ranks, which say nothing of how far apart two episodes
+    are, so this widens the band by about a rank whenever the source comes first; counting the others' ranks
+    among themselves instead left more replaced values standing and marked more current facts on the dev halves.
     `others` are the other values the fact's slot has held (of the owner's facts, superseded ones included): an
     episode naming one of them after the fact's value does not repeat it (see `_repeats`).
 
@@ -138,8 +136,7 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
         return None
     score = shared_ranks(hits, rrf_k)
     best = max(score.values()) or 1.0
-    others_best = max((score[h.entry.id] for h in hits if not _read_from(fact, h.entry)), default=best)
-    cut = (1.0 - band) * max(others_best, SOURCE_FLOOR * best)
+    cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not _read_from(fact, h.entry)), default=best)
     # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
     # episode means that episode no longer outdates the fact (A, then B, then A again is A).
     again = {h.entry.id: h.entry.occurred_at for h in hits

@@ -31,7 +31,7 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # entries, so a scheduled run after a deploy goes over every owner, not only those with something new (the version
 # stays 0.1.0 between releases). 2: a repeat of the value a chat later undoes an outdated mark; 3: profiles leave
 # endings out; 4: an episode naming another value of the slot after the fact's is no repeat; 5: the outdated band is
-# measured from the best episode besides the fact's source window; favourites are slots of their kind.
+# measured among the episodes besides the fact's source window.
 RULES = 5
 
 

@@ -369,18 +369,24 @@ def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_a_restatement_
 
 
 def test_the_band_is_measured_from_the_best_episode_the_fact_was_not_read_from() -> None:
-    """The source window says the fact nearly word for word and outscores everything: the band is measured from the
-    best other episode, so newer evidence in other words is in it; without the source among the hits, from the best
-    hit as before; never from less than half the source's (one other episode about something else is no bar)."""
+    """The source window says the fact nearly word for word and takes the first rank of both searches: the band is
+    measured from the best other episode, so newer evidence a rank or two lower is in it; without the source among
+    the hits, from the best hit as before."""
     fact = hit("Casimir lives in Dubuque", 2.0, 0, kind="fact", value="Dubuque", source_turn_ids=["t1"]).entry
-    source = hit("I live in Dubuque", 1.0, 0, source_turn_ids=["t1"])
-    peoria = hit("officially a Peoria resident", 0.55, 120, source_turn_ids=["t5"])
-    chatter = hit("fish soup recipe", 0.2, 200, source_turn_ids=["t9"])
-    assert outdated.mark(fact, [source, peoria, chatter], band=0.4, rrf_k=3) == "officially a Peoria resident"
-    assert outdated.mark(fact, [peoria, chatter], band=0.4, rrf_k=3) == "officially a Peoria resident"
-    assert outdated.mark(fact, [source, chatter], band=0.4, rrf_k=3) is None
-    assert outdated.mark(fact, [source, peoria.model_copy(update={"score": 0.5}), chatter], band=0.4,
-                         rrf_k=3) == "officially a Peoria resident"
+
+    def ranked(name: str, days: float, turn: str, dense: int, sparse: int) -> ScoredEntry:
+        """A hit as the outdated job gets it: its ranks in both searches, its score their fusion (rrf_k 3)."""
+        entry = hit(name, 0, days, source_turn_ids=[turn]).entry
+        return ScoredEntry(entry=entry, score=1 / (2 + dense) + 1 / (2 + sparse), dense_rank=dense,
+                           dense_score=1.0 - dense / 10, sparse_rank=sparse, sparse_score=10.0 - sparse)
+
+    source = ranked("I live in Dubuque", 0, "t1", 1, 1)
+    fish = ranked("fish soup recipe", -30, "t0", 2, 2)  # older than the fact: it cannot outdate it
+    peoria = ranked("officially a Peoria resident", 120, "t5", 3, 4)
+    # The source's 2/3 would put the bar at 0.4, above peoria's 1/5 + 1/6 = 0.367; the fish soup's 1/2 puts it at 0.3.
+    assert outdated.mark(fact, [source, fish, peoria], band=0.4, rrf_k=3) == peoria.entry.id
+    assert outdated.mark(fact, [fish, peoria], band=0.4, rrf_k=3) == peoria.entry.id
+    assert outdated.mark(fact, [source, fish], band=0.4, rrf_k=3) is None
 
 
 def test_a_fact_said_again_after_the_evidence_against_it_stays_current() -> None:
@@ -489,8 +495,9 @@ def test_episodes_that_tie_in_a_search_share_their_rank_whatever_their_ids() -> 
     one, other = engine((again, moved)), engine((moved, again))
     assert outdated.shared_ranks(one, rrf_k=3) == outdated.shared_ranks(other, rrf_k=3)
     assert outdated.shared_ranks(one, rrf_k=3)[moved.id] == pytest.approx(1 / 5 + 1 / 4)
-    # moved is in the band with the better of the tied ranks (0.45 against 0.667 x 0.65 = 0.433), not with the worse.
-    assert [outdated.mark(fact, hits, band=0.35, rrf_k=3) for hits in (one, other)] == [moved.id, moved.id]
+    # The bar is the best episode besides the source: again, 1/4 + 1/4 = 0.5. moved is in the band with the better
+    # of the tied ranks (0.45 against 0.5 x 0.85 = 0.425), not with the worse (1/5 + 1/5 = 0.40).
+    assert [outdated.mark(fact, hits, band=0.15, rrf_k=3) for hits in (one, other)] == [moved.id, moved.id]
 
 
 def test_hits_with_and_without_ranks_are_not_compared() -> None:
