@@ -120,7 +120,8 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(default=60.0, ge=1)            # a tenant's lease; renewed every third of it
     merge_threshold: float = Field(default=0.93, ge=0.0, le=1.0)  # dense cosine of near-duplicates
     # A fact is possibly outdated by a newer episode its own text finds within 1 - outdated_band of the best score
-    # (consolidation/outdated.py; narrower than recall's band: a mark takes a line out of the profile); 0: off.
+    # besides the window it was read from (consolidation/outdated.py; narrower than recall's band: a mark takes a
+    # line out of the profile); 0: off.
     outdated_band: float = Field(default=0.4, ge=0.0, le=1.0)
     merge_min_overlap: float = Field(default=0.5, ge=0.0, le=1.0)  # and the share of content words they share
     half_life_days: float = Field(default=180.0, gt=0)        # how fast an episode's retention halves with age
