@@ -105,7 +105,7 @@ def small_talk(entry: MemoryEntry) -> bool:
     if entry.kind != "episodic" or not _chatty(utterances(entry.text)):
         return False
     found = signals(entry)
-    return found.small_talk and not found.durable and not found.named and not found.counted
+    return not found.durable and not found.named and not found.counted
 
 
 def durable(entry: MemoryEntry) -> bool:

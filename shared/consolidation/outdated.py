@@ -5,7 +5,7 @@ words no rule reads, so this job also asks, for every active fact of an owner, w
 owner is about the same thing, the way recall decides it (retrieval/currency.py): the fact's own text is the query
 (its stored dense vector and its words in BM25) over the owner's episodes, and an episode is about the same thing
 when its fused score is within the band of the best one besides the window the fact was read from (which says it
-nearly word for word, a bar no evidence in other words reaches). An episode of that band said hours after the
+nearly word for word, a bar evidence in other words seldom reaches). An episode of that band said hours after the
 statement (not the same chat, which goes on about other things), that does not repeat the fact's value, was not
 where it was read and is not followed, a chat or more later, by an episode of the band that says the value again (A,
 then B, then A again is A), outdates it. An episode that names the value and after it another value the fact's slot
@@ -52,7 +52,7 @@ def _last(value: str, text: str, exact_case: bool = False) -> int:
     return found[-1].start() if found else -1
 
 
-def _read_from(fact: MemoryEntry, episode: MemoryEntry) -> bool:
+def read_from(fact: MemoryEntry, episode: MemoryEntry) -> bool:
     """Whether the episode is the window the fact was read from (its conversation, a shared turn)."""
     return fact.conversation_id == episode.conversation_id and bool(set(fact.source_turn_ids)
                                                                     & set(episode.source_turn_ids))
@@ -69,7 +69,7 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = f
     A name among the other values ("May", "Rose") is looked for in its own case, so the month or the flower is not
     it.
     """
-    if _read_from(fact, episode):
+    if read_from(fact, episode):
         return True
     if not fact.value:
         return False
@@ -136,7 +136,7 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
         return None
     score = shared_ranks(hits, rrf_k)
     best = max(score.values()) or 1.0
-    cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not _read_from(fact, h.entry)), default=best)
+    cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not read_from(fact, h.entry)), default=best)
     # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
     # episode means that episode no longer outdates the fact (A, then B, then A again is A).
     again = {h.entry.id: h.entry.occurred_at for h in hits

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from shared.consolidation.importance import small_talk
-from shared.consolidation.outdated import MIN_GAP
+from shared.consolidation.outdated import MIN_GAP, read_from
 from shared.retrieval import figures
 from shared.retrieval.tense import Reading
 from shared.store import ScoredEntry
@@ -96,10 +96,8 @@ def _outdated(hits: list[ScoredEntry], present: bool) -> tuple[list[ScoredEntry]
 
 def _source_of(claim: ScoredEntry, hits: list[ScoredEntry]) -> int | None:
     """Where the episode a fact was read from stands among the hits (its conversation, a shared turn), if there."""
-    turns = set(claim.entry.source_turn_ids)
-    return next((i for i, h in enumerate(hits) if h.entry.kind == "episodic"
-                 and h.entry.conversation_id == claim.entry.conversation_id
-                 and turns & set(h.entry.source_turn_ids)), None)
+    return next((i for i, h in enumerate(hits) if h.entry.kind == "episodic" and read_from(claim.entry, h.entry)),
+                None)
 
 
 def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, str]]:
