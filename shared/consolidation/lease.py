@@ -26,6 +26,9 @@ log = logging.getLogger("engram.lease")
 R = TypeVar("R")
 # JetStream's codes for a write against a revision that is no longer the key's last (a delete publishes directly).
 WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT = 10071, 10164
+# How long the server keeps a finished snapshot's consumer (nats-py's default, 5 minutes, lets a replica that looks
+# every quarter second pile up the thousand consumers a stream allows).
+WATCH_INACTIVE_S = 10.0
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str, replicas: int) -> KeyValue:
@@ -153,15 +156,25 @@ class Leases:
         """Every tenant's record, read in one pass over the bucket (one request per tenant would make a pass over
         10,000 tenants take seconds)."""
         out: dict[str, LastRun] = {}
-        watcher = await self._runs.watchall(ignore_deletes=True)
+        if (await self._runs.status()).values == 0:  # nothing recorded yet (history 1: one message per tenant)
+            return out
+        # The watcher's own "all delivered" marker is not trusted: nats-py sends it when the consumer reports nothing
+        # pending and no message has reached the client yet, which is also the case while the first messages are
+        # still on their way. A short snapshot would make every tenant it misses look new. Instead the snapshot ends
+        # with the message that had nothing pending behind it when it was delivered (deletes included, so that the
+        # last one is never skipped).
+        watcher = await self._runs.watchall(inactive_threshold=WATCH_INACTIVE_S)
         try:
-            async for entry in watcher:
-                if entry is None:  # the watcher's marker: every current value has been delivered
-                    break
-                out[entry.key] = LastRun.parse(entry.value)
+            while True:
+                entry = await watcher.updates(timeout=max(self.ttl_s, WATCH_INACTIVE_S))  # type: ignore[no-untyped-call]
+                if entry is None:
+                    continue
+                if entry.operation is None:  # a value (deletes and purges carry their operation)
+                    out[entry.key] = LastRun.parse(entry.value)
+                if entry.delta == 0:
+                    return out
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
-        return out
 
     async def finished(self, tenant: str, slot: int, started_at: datetime | None = None,
                        fingerprint: str | None = None, full_slot: int = -1) -> None:

@@ -89,12 +89,14 @@ async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tm
     """When the replica holding a tenant's lease dies mid-run, the other replica finishes the tenant after the lease
     expires, leaving the memory a clean run leaves."""
     crashed, clean = unique("t"), unique("t")
-    paused, release = asyncio.Event(), asyncio.Event()
+    armed, paused, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
     real_merge = runs._merge
 
     async def merge_then_hang(c: runs.Consolidation, owner: runs.Owner, apply: Any) -> int:
         merged = await real_merge(c, owner, apply)  # half the jobs written: scores, supersede, merge
-        if owner.tenant == crashed and not paused.is_set():
+        # Armed once every turn is stored, so the run that hangs is one over the whole memory, not one that started
+        # while the turns were still coming in.
+        if owner.tenant == crashed and armed.is_set() and not paused.is_set():
             paused.set()
             await release.wait()  # the holder hangs here until it is killed
         return merged
@@ -104,6 +106,7 @@ async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tm
     async with running(settings, nats_url=nats_url, consolidators=2) as state:
         await publish(nats_url, crashed)
         await publish(nats_url, clean)
+        armed.set()
         await asyncio.wait_for(paused.wait(), 30)
         leases_bucket, runs_bucket = streams.consolidation_buckets("mem")
         holder_kv = await state.consolidator_deps[0].broker.connection.jetstream().key_value(leases_bucket)
@@ -116,12 +119,14 @@ async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tm
         await victim.broker.connection.close()
         await state.consolidators[index].stop()
 
-        async def finished() -> tuple[int, str]:
+        async def finished() -> tuple[int, dict[str, Any]]:
             entry = await runs_kv.get(crashed)
-            return entry.revision or 0, str(json.loads(entry.value or b"{}").get("by"))
+            return entry.revision or 0, json.loads(entry.value or b"{}")
 
-        # The other replica takes over once the lease expires, and finishes the tenant.
-        await eventually(finished, lambda f: f[0] > before and f[1] == other.leases.holder, timeout_s=30)
+        # The other replica takes over once the lease expires, and finishes the tenant: a record of a run it made
+        # (a record without `started_at` only says a replica has seen the tenant).
+        await eventually(finished, lambda f: f[0] > before and f[1].get("by") == other.leases.holder
+                         and f[1].get("started_at") is not None, timeout_s=30)
         release.set()
         async with await MemoryClient.connect(nats_url, clean) as client:
             await client.consolidate()
