@@ -111,7 +111,13 @@ def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: fl
 @contextlib.asynccontextmanager
 async def running(store_dir: Path, port: int = 0) -> AsyncIterator[EmbeddedNats]:
     """Run an embedded nats-server for the duration of the block."""
-    server = await asyncio.to_thread(start, store_dir, port)
+    starting = asyncio.ensure_future(asyncio.to_thread(start, store_dir, port))
+    try:
+        server = await asyncio.shield(starting)
+    except asyncio.CancelledError:  # the thread starts it all the same: wait for it, then stop it
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread((await starting).stop)
+        raise
     try:
         yield server
     finally:

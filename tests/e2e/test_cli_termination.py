@@ -1,0 +1,48 @@
+"""A command that started an embedded stack (`engram eval`, `engram demo`) and is stopped by SIGTERM stops the
+nats-server it started and removes its temporary folder, as it does on Ctrl-C: nothing is left running."""
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from services.cli.base import TERMINATED
+from tests.support.polling import eventually
+
+
+def _servers_under(folder: Path) -> list[int]:
+    """The pids of nats-server processes storing under `folder`."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile
+            continue
+        running = state != "Z" and cmdline[0].endswith(b"nats-server")
+        if running and str(folder).encode() in b" ".join(cmdline):
+            pids.append(int(proc.name))
+    return pids
+
+
+async def test_sigterm_stops_the_embedded_nats_server_and_removes_the_folder(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli", "eval", "updates", "--split", "dev", "--out", str(tmp_path / "out"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={"ENGRAM_LOG_LEVEL": "WARNING", "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    try:
+        await eventually(lambda: asyncio.to_thread(_servers_under, tmp_path), bool, timeout_s=60)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+        assert proc.returncode == TERMINATED, out.decode()
+        assert "terminated (SIGTERM)" in out.decode()
+        await eventually(lambda: asyncio.to_thread(_servers_under, tmp_path), lambda left: not left, timeout_s=10)
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("engram-")]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for pid in _servers_under(tmp_path):  # what a failing run left behind
+            os.kill(pid, signal.SIGKILL)
