@@ -28,6 +28,7 @@ def _servers_under(folder: Path) -> list[int]:
 
 
 async def test_sigterm_stops_the_embedded_nats_server_and_removes_the_folder(tmp_path: Path) -> None:
+    """`engram eval updates`, sent SIGTERM once its nats-server runs, exits 143 and leaves no server or folder."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli", "eval", "updates", "--split", "dev", "--out", str(tmp_path / "out"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -32,6 +32,7 @@ async def _record(leases: Leases) -> None:
 
 
 async def test_every_tenant_s_record_is_read_in_one_pass(leases: Leases) -> None:
+    """An empty bucket reads as no records; thirty records read whole, with their slots, every time."""
     assert await leases.last_runs() == {}
     await _record(leases)
     for _ in range(20):
@@ -61,6 +62,7 @@ async def test_a_marker_sent_before_the_records_arrive_does_not_cut_the_read_sho
 
 
 async def test_a_deleted_record_last_in_the_bucket_ends_the_read(leases: Leases) -> None:
+    """A delete as the bucket's last message (the watcher skips deletes) still ends the read, without the tenant."""
     await _record(leases)
     await leases._runs.delete(TENANTS[-1])
     assert sorted(await leases.last_runs()) == TENANTS[:-1]
