@@ -3,7 +3,7 @@ changed, and how a recall's ranking is scored against them.
 
 The stories were written from the wire contract alone by an author who had not read engram's code, then split once
 at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
-`data/updates/{dev,test}.jsonl`, with `dev2.jsonl` to `dev8.jsonl`, written later by other authors, to tune on.
+`data/updates/{dev,test}.jsonl`, with `dev2.jsonl` to `dev9.jsonl`, written later by other authors, to tune on.
 Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text restates the
 turns nearly word for word).
 """
@@ -17,7 +17,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from engram_client.contract import Turn
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
-Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "test"]  # dev2-8: to tune on (README)
+Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "test"]  # dev2-9: to tune on
 QuestionKind = Literal["present", "past", "unchanged"]
 SPLIT_SEED = 20261125  # the one split; never re-drawn
 
