@@ -13,9 +13,10 @@ has held ("Kasimir and I ended it... Leopoldine and I are giving it another try"
 a change between them, which no rule read (the slot's values come from the owner's facts, superseded ones included,
 so a TTL or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked
 `outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and ranked
-below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. The marks are a
-pure function of the owner's episodes and the facts themselves: BM25 counts its IDF over those episodes only, since
-counting the profile too (which the marks shape) made the marks flip on every run.
+below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. Relatives by
+name, origins, birthdays and allergies are not marked at all (`LASTING`): later talk of them is no unread change.
+The marks are a pure function of the owner's episodes and the facts themselves: BM25 counts its IDF over those
+episodes only, since counting the profile too (which the marks shape) made the marks flip on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -34,6 +35,10 @@ from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEn
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
+# Kinds of facts that newer evidence cannot quietly replace: a relative by name (a sister stays one, whatever is said
+# of her later), where a person is from, a birthday, an allergy (said to be over, it is read like any statement).
+# Newer episodes about them say more about them, not that they changed, so they are never marked possibly outdated.
+LASTING = frozenset({"family", "from", "birthday", "allergy"})
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,13 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     return None
 
 
+def lasting(fact: MemoryEntry) -> bool:
+    """Whether the fact is of a kind no unread change replaces (`LASTING`), by its attribute or, for a statement
+    the model put in a slot, its slot's."""
+    attribute = fact.attribute or (fact.slot_key or "").rpartition("\x1f")[2]
+    return attribute.split(":", 1)[0] in LASTING
+
+
 def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:
     """The values each slot has held among these facts (superseded ones included), endings left out ("no partner"
     is what stopped, and no episode names it)."""
@@ -180,9 +192,10 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
         history: the owner's facts, superseded ones included, for the values each slot has held.
     """
     slots = slot_values([*history, *(f.entry for f in facts)])
-    usable = [f for f in facts if f.dense]
-    # A fact without a vector cannot be searched: it keeps no mark rather than a stale one.
-    out = [Change(entry=f.entry, payload={"outdated_by": None}) for f in facts if not f.dense and f.entry.outdated_by]
+    usable = [f for f in facts if f.dense and not lasting(f.entry)]
+    # A fact without a vector cannot be searched: it keeps no mark rather than a stale one; a lasting one needs none.
+    out = [Change(entry=f.entry, payload={"outdated_by": None}) for f in facts
+           if (not f.dense or lasting(f.entry)) and f.entry.outdated_by]
     if not usable:
         return out
     episodes = EntryFilter(kinds=["episodic"], include_merged=False)

@@ -31,8 +31,9 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # entries, so a scheduled run after a deploy goes over every owner, not only those with something new (the version
 # stays 0.1.0 between releases). 2: a repeat of the value a chat later undoes an outdated mark; 3: profiles leave
 # endings out; 4: an episode naming another value of the slot after the fact's is no repeat; 5: the outdated band is
-# measured among the episodes besides the fact's source window.
-RULES = 5
+# measured among the episodes besides the fact's source window; 6: relatives, origins, birthdays and allergies are
+# never marked outdated.
+RULES = 6
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,30 @@ async def test_a_change_between_two_values_of_a_slot_outdates_the_newer_fact(sto
 
     assert await marks([]) == []
     assert await marks([old.entry, fact.entry]) == [ended.entry.id]
+
+
+async def test_a_relative_an_origin_a_birthday_or_an_allergy_is_never_marked_outdated(store: EdgeStore) -> None:
+    """A newer episode about the sister ("Ingrid moved to Alesund") outdates where Henrik lives by the same test, but
+    not that Ingrid is his sister, nor where he is from, his birthday or his allergy, nor a statement the model put
+    in such a slot; a lasting fact marked by an earlier run is unmarked."""
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant, user_id="u1")
+    news = stored(tenant, "news", "Henrik: my sister Ingrid moved to Alesund, I am from Bodo, my birthday is in May, "
+                                  "still allergic to shellfish, and I live somewhere else now", [0.9, 0.1, 0, 0], 200)
+    facts = [stored(tenant, "fact", text, [1, 0, 0, 0], 0, kind="fact", **payload) for text, payload in [
+        ("Henrik lives in Tromso (stated 3 December 2022)", {"attribute": "lives_in", "value": "Tromso"}),
+        ("Henrik's sister is Ingrid (stated 3 December 2022)", {"attribute": "family:sister:ingrid", "value": "Ingrid",
+                                                               "outdated_by": news.entry.id}),
+        ("Henrik is from Bodo (stated 3 December 2022)", {"attribute": "from", "value": "Bodo"}),
+        ("Henrik's birthday is 2 May (stated 3 December 2022)", {"attribute": "birthday", "value": "2 May"}),
+        ("Henrik is allergic to shellfish (stated 3 December 2022)", {"attribute": "allergy:shellfish",
+                                                                     "value": "allergic"}),
+        ("Henrik said his sister Ingrid works nights", {"slot_key": "henrik\x1ffamily:sister:ingrid",
+                                                        "slot_by_model": True})]]
+    await store.upsert([stored(tenant, "source", "Henrik: I live in Tromso, my sister Ingrid, Bodo, May, shellfish",
+                               [1, 0, 0, 0], 0),
+                        stored(tenant, "talk", "Henrik: recipe for goulash please", [0, 1, 0, 0], 100), news])
+    items = [outdated.Item(f.entry, list(f.vectors.dense)) for f in facts]
+    changes = {c.entry.text: c.payload["outdated_by"] for c in await outdated.changes(store, scope, items, BM25,
+                                                                                      band=0.4, rrf_k=3)}
+    assert changes == {facts[0].entry.text: news.entry.id, facts[1].entry.text: None}
