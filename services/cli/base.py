@@ -43,36 +43,18 @@ def nats_url(settings: Settings, given: str | None) -> str:
 TERMINATED = 128 + signal.SIGTERM
 
 
-async def _until_terminated(coro: Coroutine[Any, Any, int | None] | Coroutine[Any, Any, None]) -> int | None:
-    """The command's coroutine, cancelled by SIGTERM as Ctrl-C cancels it, so that what it started (an embedded
-    nats-server, a temporary folder) is stopped and removed on the way out rather than left behind. A command that
-    serves until signalled (`engram up`) puts its own handler in place of this one."""
-    task = asyncio.ensure_future(coro)
-    loop = asyncio.get_running_loop()
-    terminated = False
-
-    def terminate() -> None:
-        nonlocal terminated
-        terminated = True
-        task.cancel()
-
-    loop.add_signal_handler(signal.SIGTERM, terminate)
-    try:
-        return await task
-    except asyncio.CancelledError:
-        if terminated and task.cancelled():
-            err.print("[yellow]terminated (SIGTERM); what the command started has been stopped[/yellow]")
-            return TERMINATED
-        raise
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+class Terminated(Exception):
+    """SIGTERM stopped the command, after what it had started was stopped (see embedded.py)."""
 
 
 def run(coro: Coroutine[Any, Any, int | None] | Coroutine[Any, Any, None]) -> None:
-    """Run a command's coroutine; an EngramError exits 1 with its message, a returned code exits with it, SIGTERM
-    stops it cleanly with 143."""
+    """Run a command's coroutine; an EngramError exits 1 with its message, a returned code exits with it, a
+    command SIGTERM stopped cleanly (`Terminated`) with 143."""
     try:
-        code = asyncio.run(_until_terminated(coro))
+        code = asyncio.run(coro)
+    except Terminated as exc:
+        err.print(f"[yellow]{exc}[/yellow]")
+        raise typer.Exit(TERMINATED) from exc
     except EngramError as exc:
         err.print(f"[red]{type(exc).__name__}:[/red] {exc}")
         raise typer.Exit(1) from exc

@@ -6,6 +6,7 @@ third of the TTL), giving it back is a delete against that revision. A holder th
 its lease expires; a holder that cannot renew in time learns it has lost the lease and stops its run.
 """
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Coroutine
@@ -26,9 +27,6 @@ log = logging.getLogger("engram.lease")
 R = TypeVar("R")
 # JetStream's codes for a write against a revision that is no longer the key's last (a delete publishes directly).
 WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT = 10071, 10164
-# How long the server keeps a finished snapshot's consumer (nats-py's default, 5 minutes, lets a replica that looks
-# every quarter second pile up the thousand consumers a stream allows).
-WATCH_INACTIVE_S = 10.0
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str, replicas: int) -> KeyValue:
@@ -64,8 +62,10 @@ class LeaseLost(Unavailable):
 class Leases:
     """Tenant leases and the record of each tenant's last finished scheduled run."""
 
-    def __init__(self, leases: KeyValue, runs: KeyValue, holder: str, ttl_s: float) -> None:
-        self._leases, self._runs, self.holder, self.ttl_s = leases, runs, holder, ttl_s
+    def __init__(self, js: JetStreamContext, leases: KeyValue, runs: KeyValue, runs_bucket: str, holder: str,
+                 ttl_s: float) -> None:
+        self._js, self._leases, self._runs, self._runs_bucket = js, leases, runs, runs_bucket
+        self.holder, self.ttl_s = holder, ttl_s
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, holder: str, ttl_s: float, replicas: int = 1) -> "Leases":
@@ -73,7 +73,7 @@ class Leases:
         leases_name, runs_name = streams.consolidation_buckets(prefix)
         leases = await _bucket(js, leases_name, ttl_s, "engram: consolidation lease per tenant (expiring)", replicas)
         runs = await _bucket(js, runs_name, None, "engram: last scheduled consolidation per tenant", replicas)
-        return cls(leases, runs, holder, ttl_s)
+        return cls(js, leases, runs, runs_name, holder, ttl_s)
 
     def _value(self) -> bytes:
         return json.dumps({"holder": self.holder, "at": datetime.now(UTC).isoformat()}).encode()
@@ -154,36 +154,27 @@ class Leases:
 
     async def last_runs(self) -> dict[str, LastRun]:
         """Every tenant's record, read in one pass over the bucket (one request per tenant would make a pass over
-        10,000 tenants take seconds)."""
-        out: dict[str, LastRun] = {}
-        if (await self._runs.status()).values == 0:  # nothing recorded yet (history 1: one message per tenant)
-            return out
-        # The watcher's own "all delivered" marker is not trusted: nats-py sends it when the consumer reports nothing
-        # pending and no message has reached the client yet, which is also the case while the first messages are
-        # still on their way. A short snapshot would make every tenant it misses look new. Instead the snapshot ends
-        # with the message that had nothing pending behind it when it was delivered (deletes included, so that the
-        # last one is never skipped).
-        watcher = await self._runs.watchall(inactive_threshold=WATCH_INACTIVE_S)
-        try:
-            while True:
-                entry = await watcher.updates(timeout=max(self.ttl_s, WATCH_INACTIVE_S))  # type: ignore[no-untyped-call]
-                if entry is None:
-                    continue
-                if entry.operation is None:  # a value (deletes and purges carry their operation)
-                    out[entry.key] = LastRun.parse(entry.value)
-                if entry.delta == 0:
-                    return out
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
+        10,000 tenants take seconds), and whole: a tenant missing from it would be taken for a new one."""
+        records = await streams.kv_entries(self._js, self._runs_bucket, ">")
+        return {tenant: LastRun.parse(value) for tenant, value in records.items()}
+
+    async def first_seen(self, tenant: str, slot: int) -> None:
+        """Record a tenant seen for the first time (its first run is due from the next slot), unless a record is
+        there already: another replica's, or a run's that a stale read missed, which must not be overwritten."""
+        with contextlib.suppress(KeyWrongLastSequenceError):
+            await self._runs.create(tenant, self._record(slot))
 
     async def finished(self, tenant: str, slot: int, started_at: datetime | None = None,
                        fingerprint: str | None = None, full_slot: int = -1) -> None:
         """Record that the tenant's run of this slot finished (started at `started_at`: the next run looks for
         changes from then on; None makes the next run a full one)."""
-        await self._runs.put(tenant, json.dumps({
-            "slot": slot, "by": self.holder, "at": datetime.now(UTC).isoformat(),
-            "started_at": started_at.isoformat() if started_at else None, "fingerprint": fingerprint,
-            "full_slot": full_slot}).encode())
+        await self._runs.put(tenant, self._record(slot, started_at, fingerprint, full_slot))
+
+    def _record(self, slot: int, started_at: datetime | None = None, fingerprint: str | None = None,
+                full_slot: int = -1) -> bytes:
+        return json.dumps({"slot": slot, "by": self.holder, "at": datetime.now(UTC).isoformat(),
+                           "started_at": started_at.isoformat() if started_at else None, "fingerprint": fingerprint,
+                           "full_slot": full_slot}).encode()
 
     async def full_next(self, tenant: str) -> None:
         """Make the tenant's next scheduled run go over every owner: a deletion leaves no `updated_at` behind to

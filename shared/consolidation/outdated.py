@@ -14,7 +14,7 @@ a change between them, which no rule read (the slot's values come from the owner
 so a TTL or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked
 `outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and ranked
 below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. Relatives by
-name, origins, birthdays and allergies are not marked at all (`LASTING`): later talk of them is no unread change.
+blood, origins, birthdays and allergies are not marked at all (`LASTING`): later talk of them is no unread change.
 The marks are a pure function of the owner's episodes and the facts themselves: BM25 counts its IDF over those
 episodes only, since counting the profile too (which the marks shape) made the marks flip on every run.
 
@@ -35,10 +35,12 @@ from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEn
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
-# Kinds of facts that newer evidence cannot quietly replace: a relative by name (a sister stays one, whatever is said
-# of her later), where a person is from, a birthday, an allergy (said to be over, it is read like any statement).
-# Newer episodes about them say more about them, not that they changed, so they are never marked possibly outdated.
-LASTING = frozenset({"family", "from", "birthday", "allergy"})
+# Kinds of facts that newer evidence cannot quietly replace: a relative by blood and name (a sister stays one,
+# whatever is said of her later; a spouse the model filed as family does not), where a person is from, a birthday,
+# an allergy (said to be over, it is read like any statement). Newer episodes about them say more about them, not
+# that they changed, so they are never marked possibly outdated.
+LASTING = frozenset({"family:sister", "family:brother", "family:son", "family:daughter", "family:mother",
+                     "family:father", "from", "birthday", "allergy"})
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ def lasting(fact: MemoryEntry) -> bool:
     """Whether the fact is of a kind no unread change replaces (`LASTING`), by its attribute or, for a statement
     the model put in a slot, its slot's."""
     attribute = fact.attribute or (fact.slot_key or "").rpartition("\x1f")[2]
-    return attribute.split(":", 1)[0] in LASTING
+    kind, _, rest = attribute.partition(":")
+    return kind in LASTING or f"{kind}:{rest.partition(':')[0]}" in LASTING
 
 
 def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:

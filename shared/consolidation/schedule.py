@@ -89,7 +89,7 @@ class Scheduler:
             try:
                 last = runs.get(tenant, LastRun(slot=-1)).slot
                 if last < 0:  # a tenant seen for the first time is consolidated from the next slot on
-                    await self.leases.finished(tenant, slot)
+                    await self.leases.first_seen(tenant, slot)
                     continue
                 if last >= slot:
                     continue

@@ -12,11 +12,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from engram_client.errors import Unavailable
 from shared.errors import ConfigError
 
 log = logging.getLogger("engram.nats_server")
+T = TypeVar("T")
 
 
 def find_binary() -> Path:
@@ -108,15 +110,26 @@ def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: fl
     return EmbeddedNats(process=process, host=host, port=port, store_dir=store_dir)
 
 
+async def _through_cancellations(work: asyncio.Future[T]) -> T:
+    """`work`'s result, waited for through any cancellation of the waiting task (a clean-up that must finish)."""
+    while True:
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            if work.cancelled():
+                raise
+
+
 @contextlib.asynccontextmanager
 async def running(store_dir: Path, port: int = 0) -> AsyncIterator[EmbeddedNats]:
     """Run an embedded nats-server for the duration of the block."""
     starting = asyncio.ensure_future(asyncio.to_thread(start, store_dir, port))
     try:
         server = await asyncio.shield(starting)
-    except asyncio.CancelledError:  # the thread starts it all the same: wait for it, then stop it
+    except asyncio.CancelledError:  # the thread starts it all the same (in a session of its own): stop it
         with contextlib.suppress(Exception):
-            await asyncio.to_thread((await starting).stop)
+            started = await _through_cancellations(starting)
+            await _through_cancellations(asyncio.ensure_future(asyncio.to_thread(started.stop)))
         raise
     try:
         yield server

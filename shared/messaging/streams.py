@@ -136,17 +136,22 @@ def ingestor_consumer(prefix: str, ack_wait_s: float) -> ConsumerConfig:
 
 
 async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
-    """Every current key of the bucket matching the subject pattern, exactly.
+    """Every current key of the bucket matching the subject pattern, exactly (see `kv_entries`)."""
+    return list(await kv_entries(js, bucket, pattern, values=False))
+
+
+async def kv_entries(js: JetStreamContext, bucket: str, pattern: str, values: bool = True) -> dict[str, bytes]:
+    """Every current key of the bucket matching the subject pattern, exactly, with its value (b"" unless `values`).
 
     KeyValue.keys(filters=...) matches substrings, not subjects, and a watch can signal "all seen" before the
     first key arrives (its consumer info may overtake deliveries). A pull consumer delivers only when asked, so
     its pending count at creation is exact, and each message says how many are still to come.
     """
-    found: list[str] = []
+    found: dict[str, bytes] = {}
     stream, prefix = kv_stream(bucket), subjects.kv_key(bucket, "")
     name = f"engram-keys-{uuid.uuid4().hex}"
     config = ConsumerConfig(name=name, filter_subject=prefix + pattern, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-                            ack_policy=AckPolicy.NONE, headers_only=True, mem_storage=True,
+                            ack_policy=AckPolicy.NONE, headers_only=not values, mem_storage=True,
                             inactive_threshold=_LISTING_IDLE_S)
     with transient(f"listing keys of {pattern!r}"):
         pending = (await js.add_consumer(stream, config)).num_pending
@@ -157,7 +162,7 @@ async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:
                     pending = msg.metadata.num_pending
                     headers = msg.headers or {}
                     if not (headers.get(KV_OP) or headers.get(KV_MARKER_REASON)):  # not a delete/purge/expiry
-                        found.append(msg.subject.removeprefix(prefix))
+                        found[msg.subject.removeprefix(prefix)] = msg.data if values else b""
         finally:
             await sub.unsubscribe()
             with contextlib.suppress(NatsError):

@@ -8,42 +8,29 @@ from pathlib import Path
 
 from services.cli.base import TERMINATED
 from tests.support.polling import eventually
-
-
-def _servers_under(folder: Path) -> list[int]:
-    """The pids of nats-server processes storing under `folder`."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:  # gone meanwhile
-            continue
-        running = state != "Z" and cmdline[0].endswith(b"nats-server")
-        if running and str(folder).encode() in b" ".join(cmdline):
-            pids.append(int(proc.name))
-    return pids
+from tests.support.processes import nats_servers_under
 
 
 async def test_sigterm_stops_the_embedded_nats_server_and_removes_the_folder(tmp_path: Path) -> None:
-    """`engram eval updates`, sent SIGTERM once its nats-server runs, exits 143 and leaves no server or folder."""
+    """`engram eval updates`, sent SIGTERM twice once its nats-server runs, exits 143 and leaves no server or
+    folder."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "services.cli", "eval", "updates", "--split", "dev", "--out", str(tmp_path / "out"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={"ENGRAM_LOG_LEVEL": "WARNING", "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
     try:
-        await eventually(lambda: asyncio.to_thread(_servers_under, tmp_path), bool, timeout_s=60)
+        await eventually(lambda: asyncio.to_thread(nats_servers_under, tmp_path), bool, timeout_s=60)
         os.kill(proc.pid, signal.SIGTERM)
+        await asyncio.sleep(0.05)
+        os.kill(proc.pid, signal.SIGTERM)  # a second one while it stops is ignored, not a kill mid-way
         out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
         assert proc.returncode == TERMINATED, out.decode()
         assert "terminated (SIGTERM)" in out.decode()
-        await eventually(lambda: asyncio.to_thread(_servers_under, tmp_path), lambda left: not left, timeout_s=10)
+        await eventually(lambda: asyncio.to_thread(nats_servers_under, tmp_path), lambda left: not left, timeout_s=10)
         assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("engram-")]
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-        for pid in _servers_under(tmp_path):  # what a failing run left behind
+        for pid in nats_servers_under(tmp_path):  # what a failing run left behind
             os.kill(pid, signal.SIGKILL)

@@ -1,6 +1,7 @@
 """Two consolidators against one NATS: each tenant runs once per interval, and a lease holder killed mid-run is
 replaced by the other replica, with the same result as a clean run."""
 import asyncio
+import contextvars
 import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from engram_client import MemoryClient, connection, wait_until_stored
 from engram_client.errors import Unavailable
 from services.stack import running
 from shared.consolidation import run as runs
+from shared.consolidation import schedule
 from shared.consolidation.lease import Leases
 from shared.messaging import streams
 from shared.settings import Settings
@@ -90,18 +92,24 @@ async def test_a_lease_holder_killed_mid_run_is_replaced_with_the_same_result(tm
     expires, leaving the memory a clean run leaves."""
     crashed, clean = unique("t"), unique("t")
     armed, paused, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    real_merge = runs._merge
+    # Armed once every turn is stored: only a run that started after that hangs, one over the whole memory, not one
+    # that started while the turns were still coming in.
+    armed_at_start = contextvars.ContextVar("armed_at_start", default=False)
+    real_merge, real_measured = runs._merge, schedule.measured
+
+    async def measured(*args: Any, **kwargs: Any) -> Any:  # a scheduled run, in its own task
+        armed_at_start.set(armed.is_set())
+        return await real_measured(*args, **kwargs)
 
     async def merge_then_hang(c: runs.Consolidation, owner: runs.Owner, apply: Any) -> int:
         merged = await real_merge(c, owner, apply)  # half the jobs written: scores, supersede, merge
-        # Armed once every turn is stored, so the run that hangs is one over the whole memory, not one that started
-        # while the turns were still coming in.
-        if owner.tenant == crashed and armed.is_set() and not paused.is_set():
+        if owner.tenant == crashed and armed_at_start.get() and not paused.is_set():
             paused.set()
             await release.wait()  # the holder hangs here until it is killed
         return merged
 
     monkeypatch.setattr(runs, "_merge", merge_then_hang)
+    monkeypatch.setattr(schedule, "measured", measured)
     settings = replicated(tmp_path, consolidate_interval_s=1.0, lease_ttl_s=2.0)
     async with running(settings, nats_url=nats_url, consolidators=2) as state:
         await publish(nats_url, crashed)

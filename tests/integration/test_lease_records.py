@@ -1,18 +1,15 @@
-"""The record of each tenant's last run is read whole in one pass, also when the watcher's "all delivered" marker
-comes before the records: a tenant missing from the read would be taken for a new one and its record overwritten."""
+"""The record of each tenant's last run is read whole in one pass, and a tenant taken for a new one never loses
+its record: a tenant missing from a read would otherwise have its record overwritten (its next run a full one)."""
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
-from nats.js.kv import KeyValue
 
 from shared.consolidation.lease import Leases
 from shared.messaging import nats_server
 from tests.support.ids import unique
-
-TENANTS = [f"t{i:02d}" for i in range(30)]
 
 
 @pytest.fixture
@@ -26,43 +23,35 @@ async def leases(tmp_path: Path) -> AsyncIterator[Leases]:
         server.stop()
 
 
-async def _record(leases: Leases) -> None:
-    for slot, tenant in enumerate(TENANTS):
-        await leases.finished(tenant, slot)
-
-
 async def test_every_tenant_s_record_is_read_in_one_pass(leases: Leases) -> None:
     """An empty bucket reads as no records; thirty records read whole, with their slots, every time."""
+    tenants = [unique("t") for _ in range(30)]
     assert await leases.last_runs() == {}
-    await _record(leases)
+    for slot, tenant in enumerate(tenants):
+        await leases.finished(tenant, slot)
     for _ in range(20):
         runs = await leases.last_runs()
-        assert sorted(runs) == TENANTS
-        assert [runs[t].slot for t in TENANTS] == list(range(len(TENANTS)))
+        assert {t: r.slot for t, r in runs.items()} == {t: slot for slot, t in enumerate(tenants)}
 
 
-async def test_a_marker_sent_before_the_records_arrive_does_not_cut_the_read_short(
-        leases: Leases, monkeypatch: pytest.MonkeyPatch) -> None:
-    """nats-py puts its marker in the queue when the consumer reports nothing pending and no message has reached
-    the client yet, which also happens while the messages are on their way. Here the marker is put first."""
-    await _record(leases)
-    real = KeyValue.watch
-
-    async def marker_first(self: KeyValue, keys: str, **kwargs: Any) -> Any:
-        watcher = await real(self, keys, **kwargs)
-        queued = []
-        while not watcher._updates.empty():
-            queued.append(watcher._updates.get_nowait())
-        for item in [None, *queued]:
-            watcher._updates.put_nowait(item)
-        return watcher
-
-    monkeypatch.setattr(KeyValue, "watch", marker_first)
-    assert sorted(await leases.last_runs()) == TENANTS
+async def test_a_deleted_record_is_left_out_of_the_read(leases: Leases) -> None:
+    """A tenant whose record was deleted (the bucket's last message a delete marker) is not in the read."""
+    kept, gone = unique("t"), unique("t")
+    await leases.finished(kept, 1)
+    await leases.finished(gone, 2)
+    await leases._runs.delete(gone)
+    assert list(await leases.last_runs()) == [kept]
 
 
-async def test_a_deleted_record_last_in_the_bucket_ends_the_read(leases: Leases) -> None:
-    """A delete as the bucket's last message (the watcher skips deletes) still ends the read, without the tenant."""
-    await _record(leases)
-    await leases._runs.delete(TENANTS[-1])
-    assert sorted(await leases.last_runs()) == TENANTS[:-1]
+async def test_a_tenant_seen_again_as_new_keeps_its_run_s_record(leases: Leases) -> None:
+    """Recording a tenant as seen for the first time writes a record only where there is none: a run's record (its
+    start, what the next run looks for changes from) stays as it was."""
+    started = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)
+    ran, new = unique("t"), unique("t")
+    await leases.finished(ran, 7, started, "fingerprint", 7)
+    await leases.first_seen(ran, 9)
+    await leases.first_seen(new, 9)
+    await leases.first_seen(new, 10)
+    runs = await leases.last_runs()
+    assert (runs[ran].slot, runs[ran].started_at, runs[ran].fingerprint) == (7, started, "fingerprint")
+    assert (runs[new].slot, runs[new].started_at) == (9, None)

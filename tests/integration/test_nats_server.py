@@ -1,5 +1,8 @@
 """The embedded nats-server launcher: JetStream on a free port, store in a temp folder, clean stop."""
+import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -50,3 +53,34 @@ def test_a_busy_port_is_refused_with_a_fix(tmp_path: Path) -> None:
             nats_server.start(tmp_path / "b", port=server.port)
     finally:
         server.stop()
+
+
+async def test_a_block_cancelled_while_its_server_starts_stops_the_server(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled (twice) while the thread is still starting nats-server, `running` waits for the start and stops
+    the server it started, which runs in a session of its own and would otherwise outlive the process."""
+    real, started, release = nats_server.start, [], threading.Event()
+
+    def slow_start(*args: Any, **kwargs: Any) -> nats_server.EmbeddedNats:
+        server = real(*args, **kwargs)
+        started.append(server)
+        release.wait(10)  # still "starting" while the block is cancelled
+        return server
+
+    async def block() -> None:
+        async with nats_server.running(tmp_path / "nats"):
+            raise AssertionError("the block must not be entered")
+
+    monkeypatch.setattr(nats_server, "start", slow_start)
+    task = asyncio.create_task(block())
+    while not started:
+        await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert started[0].process.poll() is not None
+
