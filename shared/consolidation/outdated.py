@@ -8,9 +8,9 @@ when its fused score is within the band of the best one besides the window the f
 nearly word for word, a bar evidence in other words seldom reaches). An episode of that band said hours after the
 statement (not the same chat, which goes on about other things), that does not repeat the fact's value, was not
 where it was read and is not followed, a chat or more later, by an episode of the band that says the value again (A,
-then B, then A again is A), outdates it. An episode that names the value and after it another value the fact's slot
-has held ("Kasimir and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about
-a change between them, which no rule read (the slot's values come from the owner's facts, superseded ones included,
+then B, then A again is A), outdates it. An episode that names the value beside another value the fact's slot has
+held ("Kasimir and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about a
+change between them, which no rule read (the slot's values come from the owner's facts, superseded ones included,
 so a TTL or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked
 `outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and ranked
 below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. Relatives by
@@ -32,6 +32,7 @@ from shared.compress.facts.render import without_stated
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
+from shared.text import scripts
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
@@ -52,10 +53,12 @@ class Item:
 
 
 def _last(value: str, text: str, exact_case: bool = False) -> int:
-    """Where the last mention of `value` in `text` starts, or -1: a whole word ("Li" is not in "Lisbon"); Han
-    values have no word edges to look for."""
-    edge = r"\b" if value[:1].isascii() else ""
-    found = list(re.finditer(edge + re.escape(value) + edge, text, 0 if exact_case else re.IGNORECASE))
+    """Where the last mention of `value` in `text` starts, or -1: not inside a longer word ("Li" is not in
+    "Lisbon", and a value may end in "." as "D.C." does); Han has no word edges to look for."""
+    before = "" if scripts.is_han(value[:1]) else r"(?<!\w)"
+    after = "" if scripts.is_han(value[-1:]) else r"(?!\w)"
+    pattern = before + re.escape(value) + after
+    found = list(re.finditer(pattern, text, 0 if exact_case else re.IGNORECASE))
     return found[-1].start() if found else -1
 
 
@@ -66,22 +69,24 @@ def read_from(fact: MemoryEntry, episode: MemoryEntry) -> bool:
 
 
 def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = frozenset()) -> bool:
-    """The episode states the fact again (its value, with no other value its slot has held named after it), or is
-    the window the fact was read from.
+    """The episode states the fact again (its value, and no other value its slot has held), or is the window the
+    fact was read from.
 
-    An episode that names the value and then another of the slot's values ("Kasimir and I ended it... Leopoldine
-    and I are giving it another try") is about a change between them, not a restatement: people tell changes in
-    the order they happened, and which value holds now is what no rule read, so it may outdate the fact and never
-    keeps it current. Named before the value ("Porto is calmer than Lisbon, I love living in Porto"), it does not.
-    A name among the other values ("May", "Rose") is looked for in its own case, so the month or the flower is not
-    it.
+    An episode that names the value beside another of the slot's values ("Kasimir and I ended it... Leopoldine and
+    I are giving it another try") is about a change between them, not a restatement: which value holds now is what
+    no rule read, so it may outdate the fact and never keeps it current. In whichever order: on the dev halves a
+    third of the user turns naming a story's current and a replaced value name the replaced one last ("they're my
+    favourite band now. Khruangbin feels...", "after Kaunas, Klaipėda and the garage"), so word order says little of
+    which came first. The price is a current value said beside an old one in a later chat ("Porto is calmer than
+    Lisbon"): its fact leaves the profile, where a replaced one would have stayed confidently wrong. A name among
+    the other values ("May", "Rose") is looked for in its own case, so the month or the flower is not it.
     """
     if read_from(fact, episode):
         return True
     if not fact.value:
         return False
-    own = _last(fact.value, episode.text)
-    return own >= 0 and all(_last(other, episode.text, exact_case=other != other.lower()) <= own for other in others)
+    return _last(fact.value, episode.text) >= 0 and all(
+        _last(other, episode.text, exact_case=other != other.lower()) < 0 for other in others)
 
 
 def _asked(fact: MemoryEntry) -> str:
@@ -134,7 +139,7 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     are, so this widens the band by about a rank whenever the source comes first; counting the others' ranks
     among themselves instead left more replaced values standing and marked more current facts on the dev halves.
     `others` are the other values the fact's slot has held (of the owner's facts, superseded ones included): an
-    episode naming one of them after the fact's value does not repeat it (see `_repeats`).
+    episode naming one of them beside the fact's value does not repeat it (see `_repeats`).
 
     Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
     is named, then by conversation and turns: the same memory names the same episode in any tenant.
