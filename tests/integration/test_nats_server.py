@@ -73,14 +73,20 @@ async def test_a_block_cancelled_while_its_server_starts_stops_the_server(tmp_pa
 
     monkeypatch.setattr(nats_server, "start", slow_start)
     task = asyncio.create_task(block())
-    while not started:
-        await asyncio.sleep(0.02)
-    task.cancel()
-    await asyncio.sleep(0.05)
-    task.cancel()
-    await asyncio.sleep(0.05)
-    release.set()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert started[0].process.poll() is not None
+    try:
+        while not started:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert started[0].process.poll() is not None
+    finally:
+        release.set()
+        for server in started:  # what a failing run left behind
+            if server.process.poll() is None:
+                server.process.kill()
 
