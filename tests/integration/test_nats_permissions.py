@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import NoServersError
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import SecretStr
 
@@ -111,15 +112,23 @@ async def _subscribed(nc: Client) -> None:
     await nc.flush()
 
 
-async def _connect(nats_: Nats, user: str, inbox_prefix: str | None = None) -> Connection:
+async def _connect(nats_: Nats, user: str, inbox_prefix: str | None = None, attempts: int = 3) -> Connection:
+    """Connect as `user`, trying again on a busy machine (nats-py's connect gives up after one 2 s timeout by
+    default, and the error it raises, "no servers available", hides why: the error callback saw it)."""
     holder = Connection(nc=Client())
 
     async def on_error(exc: Exception) -> None:
-        holder.errors.append(str(exc))
+        holder.errors.append(f"{type(exc).__name__}: {exc}")
 
-    await holder.nc.connect(nats_.url, user=user, password=nats_.passwords[user], name=f"test-{user}",
-                            inbox_prefix=inbox_prefix or "_INBOX", error_cb=on_error, allow_reconnect=False)
-    return holder
+    for _ in range(attempts):
+        try:
+            await holder.nc.connect(nats_.url, user=user, password=nats_.passwords[user], name=f"test-{user}",
+                                    inbox_prefix=inbox_prefix or "_INBOX", error_cb=on_error, allow_reconnect=False,
+                                    connect_timeout=10)
+            return holder
+        except NoServersError:
+            holder.nc = Client()
+    raise AssertionError(f"cannot connect to {nats_.url} as {user!r}: {holder.errors}")
 
 
 @pytest.fixture(scope="module")
