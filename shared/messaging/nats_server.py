@@ -19,6 +19,8 @@ from shared.errors import ConfigError
 
 log = logging.getLogger("engram.nats_server")
 T = TypeVar("T")
+# What nats-server logs once it serves clients, and when its port is taken; a picked port is tried this many times.
+READY, TAKEN, PORT_TRIES = "Server is ready", "address already in use", 5
 
 
 def find_binary() -> Path:
@@ -79,34 +81,60 @@ class EmbeddedNats:
 
 def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: float = 15.0,
           config: Path | None = None) -> EmbeddedNats:
-    """Start nats-server with JetStream storing in `store_dir` and wait until it accepts connections.
+    """Start nats-server with JetStream storing in `store_dir` and wait until it says it is ready.
 
     Args:
-        port: 0 picks a free port.
+        port: 0 picks a free port (another, if a process takes the one picked before the server binds it).
         config: a nats-server configuration file (accounts, TLS...); the address and port above win, and it must
             not set `jetstream.store_dir` (nats-server refuses a store given twice; the one above is used).
     """
     store_dir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port(host)
-    if _accepts(host, port):
+    if port and _accepts(host, port):
         raise ConfigError(f"port {port} on {host} is already in use; set ENGRAM_NATS_PORT=0 for a free one, "
                           f"or ENGRAM_NATS_URL=nats://{host}:{port} to use the server already there")
+    deadline = time.monotonic() + timeout_s
+    for _ in range(PORT_TRIES if not port else 1):
+        server = _launch(store_dir, port or free_port(host), host, deadline, config)
+        if server is not None:
+            log.info("embedded nats-server listening", extra={"url": server.url, "store": str(store_dir)})
+            return server
+    if port:
+        raise ConfigError(f"port {port} on {host} was taken while nats-server started; set ENGRAM_NATS_PORT=0 "
+                          "for a free one")
+    raise Unavailable(f"nats-server found no free port on {host} in {PORT_TRIES} tries")
+
+
+def _launch(store_dir: Path, port: int, host: str, deadline: float, config: Path | None) -> EmbeddedNats | None:
+    """Start nats-server on `port` and wait until it says it is ready; None if another process took the port first.
+
+    Ready is what the server's own log says, not a connection that succeeds: a port picked free a moment ago may be
+    taken by another process meanwhile, which then accepts the connection while this server, unable to bind, exits.
+    """
     log_file = store_dir / "nats-server.log"
+    seen = log_file.stat().st_size if log_file.exists() else 0  # a restart appends to the last run's log
     cmd = [str(find_binary()), "--jetstream", "--store_dir", str(store_dir), "--addr", host, "--port", str(port),
            "--log", str(log_file), *(("--config", str(config)) if config else ())]
     # start_new_session keeps a Ctrl-C in the terminal from killing the server before engram drains.
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True, env=os.environ.copy())
-    deadline = time.monotonic() + timeout_s
-    while not _accepts(host, port):
+
+    def said() -> str:
+        if not log_file.exists():
+            return ""
+        with log_file.open("rb") as f:
+            f.seek(seen)
+            return f.read().decode(errors="replace")
+
+    while not (READY in said() and process.poll() is None and _accepts(host, port)):
         if process.poll() is not None:
-            tail = log_file.read_text(errors="replace")[-2000:] if log_file.exists() else ""
-            raise Unavailable(f"nats-server exited with code {process.returncode}: {tail}")
+            if TAKEN in said():
+                return None
+            raise Unavailable(f"nats-server exited with code {process.returncode}: {said()[-2000:]}")
         if time.monotonic() > deadline:
             process.kill()
-            raise Unavailable(f"nats-server did not accept connections on {host}:{port} within {timeout_s}s")
+            process.wait()
+            raise Unavailable(f"nats-server was not ready on {host}:{port} in time: {said()[-2000:]}")
         time.sleep(0.05)
-    log.info("embedded nats-server listening", extra={"url": f"nats://{host}:{port}", "store": str(store_dir)})
     return EmbeddedNats(process=process, host=host, port=port, store_dir=store_dir)
 
 

@@ -1,5 +1,6 @@
 """The embedded nats-server launcher: JetStream on a free port, store in a temp folder, clean stop."""
 import asyncio
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -89,4 +90,26 @@ async def test_a_block_cancelled_while_its_server_starts_stops_the_server(tmp_pa
         for server in started:  # what a failing run left behind
             if server.process.poll() is None:
                 server.process.kill()
+
+
+def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process listens on the port picked for the server before the server binds it: the server, unable to
+    bind, exits, and a connection to that port would reach the other process. `start` sees it in the server's log
+    and starts it on another port, so the server it returns is its own and running."""
+    stranger = socket.socket()
+    stranger.bind(("127.0.0.1", 0))
+    stranger.listen()
+    taken = stranger.getsockname()[1]
+    picks = iter([taken])
+    real_free_port = nats_server.free_port
+    monkeypatch.setattr(nats_server, "free_port", lambda host="127.0.0.1": next(picks, None) or real_free_port(host))
+    try:
+        server = nats_server.start(tmp_path / "nats")
+        try:
+            assert server.port != taken and server.process.poll() is None
+        finally:
+            server.stop()
+    finally:
+        stranger.close()
 
