@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from shared.compress.facts.changes import ending
-from shared.compress.facts.render import without_stated
+from shared.compress.facts.render import named, verdict, without_stated
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
@@ -83,18 +83,24 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = f
     """
     if read_from(fact, episode):
         return True
-    if not fact.value:
+    # A liking is not said again by naming its object: a new favourite is told beside the old one ("换成海朋森了！！
+    # 惘闻还是很好"), and its verdict ("likes") is no word of it (any window saying "likes" kept every liking current).
+    if verdict(fact.attribute):
         return False
-    return _last(fact.value, episode.text) >= 0 and all(
+    value = named(fact.attribute, fact.value)
+    if not value:
+        return False
+    return _last(value, episode.text) >= 0 and all(
         _last(other, episode.text, exact_case=other != other.lower()) < 0 for other in others)
 
 
 def _asked(fact: MemoryEntry) -> str:
-    """The fact's words without its value and date: what it is about ("Lena lives in"), which newer evidence of a
-    different value shares, unlike the value itself."""
+    """The fact's words without what it names and its date: what it is about ("Lena lives in", "Teodor's favourite
+    band is"), which newer evidence of a different value shares, unlike the value itself."""
     text = without_stated(fact.text)
-    if fact.value:
-        text = re.sub(re.escape(fact.value), " ", text, flags=re.IGNORECASE)
+    value = named(fact.attribute, fact.value)
+    if value:
+        text = re.sub(re.escape(value), " ", text, flags=re.IGNORECASE)
     return text
 
 
@@ -177,8 +183,9 @@ def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:
     is what stopped, and no episode names it)."""
     values: dict[str, set[str]] = {}
     for fact in history:
-        if fact.slot_key and fact.value and not ending(fact.attribute, fact.value):
-            values.setdefault(fact.slot_key, set()).add(fact.value)
+        value = named(fact.attribute, fact.value)
+        if fact.slot_key and value and not ending(fact.attribute, fact.value):
+            values.setdefault(fact.slot_key, set()).add(value)
     return {slot: frozenset(found) for slot, found in values.items()}
 
 
@@ -186,7 +193,7 @@ def _others(fact: MemoryEntry, slots: dict[str, frozenset[str]]) -> frozenset[st
     """The other values of the fact's slot that an episode could name instead of its own: not one inside its value
     or holding it ("Google" and "Google Cloud", "阿里" and "阿里巴巴"), nor a word of the fact itself (a pet first
     told unnamed holds its species, "dog", which "Ana has a dog named Rex" says)."""
-    own = (fact.value or "").casefold()
+    own = (named(fact.attribute, fact.value) or "").casefold()
     said = without_stated(fact.text).casefold()
     return frozenset(v for v in slots.get(fact.slot_key or "", ())
                      if own not in (folded := v.casefold()) and folded not in own and folded not in said)

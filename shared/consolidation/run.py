@@ -32,8 +32,9 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # stays 0.1.0 between releases). 2: a repeat of the value a chat later undoes an outdated mark; 3: profiles leave
 # endings out; 4: an episode naming another value of the slot after the fact's is no repeat; 5: the outdated band is
 # measured among the episodes besides the fact's source window; 6: relatives, origins, birthdays and allergies are
-# never marked outdated, and another value of the slot named before the fact's also makes an episode no repeat.
-RULES = 6
+# never marked outdated, and another value of the slot named before the fact's also makes an episode no repeat; 7: a
+# liking is never said again by a window that says "likes", and is searched for without its object.
+RULES = 7
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ async def test_a_relative_an_origin_a_birthday_or_an_allergy_is_never_marked_out
     tenant = unique("t")
     scope = Scope(tenant_id=tenant, user_id="u1")
     news = stored(tenant, "news", "Henrik: my sister has news, you asked where I grew up, my birthday party is off, "
-                                  "shellfish at dinner again, my wife too, and I live somewhere else now",
+                                  "my allergy flared at dinner again, my wife too, and I live somewhere else now",
                   [0.9, 0.1, 0, 0], 200)
     said = [("Henrik lives in Tromso", {"attribute": "lives_in", "value": "Tromso"}),
             ("Henrik's sister is Ingrid", {"attribute": "family:sister:ingrid", "value": "Ingrid",

@@ -451,6 +451,21 @@ def test_another_value_of_the_slot_named_before_or_after_the_fact_s_own_makes_it
     assert marks("Kasimir", {"May"}, "Ana: Kasimir and I go to Rome in may") is None
 
 
+def test_a_liking_is_not_said_again_by_the_word_likes_nor_by_naming_its_object() -> None:
+    """A preference's value is a verdict ("likes"), and its object is in the attribute. A later window that says
+    "likes" of something else is no repeat of "Teodor's favourite band is Altin Gün", and neither is one naming the
+    band (a new favourite is told beside the old one): both outdate it. The fact's words without the band ("Teodor's
+    favourite band is") are what it is about."""
+    fact = hit("fact", 2.0, 0, kind="fact", text="Teodor's favourite band is Altin Gün (stated 9 April 2022)",
+               attribute="preference:altin gün", value="likes", source_turn_ids=["t1"]).entry
+    source = hit("source", 1.0, 0, source_turn_ids=["t1"])
+    likes = hit("likes", 0.8, 180, source_turn_ids=["t5"], text="Teodor: my son likes the new tram, he waves at it")
+    band = hit("band", 0.8, 180, source_turn_ids=["t5"], text="Teodor: Altin Gün live in Oslo next month!")
+    assert outdated.mark(fact, [source, likes], band=0.5, rrf_k=3) == "likes"
+    assert outdated.mark(fact, [source, band], band=0.5, rrf_k=3) == "band"
+    assert outdated._asked(fact).split() == ["Teodor's", "favourite", "band", "is"]
+
+
 def test_values_inside_the_fact_s_own_or_its_words_are_not_another_value() -> None:
     """"Google" inside "Google Cloud" (or the reverse, or 阿里 in 阿里巴巴) is the same value said again, and a pet's
     species, held while it had no name, is a word of "Ana has a dog named Rex": naming them is no change."""
