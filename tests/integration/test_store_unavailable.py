@@ -58,8 +58,6 @@ def _item(entry_id: str = "00000000-0000-0000-0000-000000000001", dense: list[fl
                                                     sparse=SparseVector(indices=[1], values=[1.0])))
 
 
-# qdrant-client's version check, in a thread of its own, cannot reach the server either and says so
-@pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning")
 async def test_a_server_that_stops_answering_fails_each_call_within_the_timeout(tmp_path: Path) -> None:
     """Against a Qdrant server that accepts connections and never answers, each query, upsert and count fails as
     Unavailable soon after the 1 s timeout."""
