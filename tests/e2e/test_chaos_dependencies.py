@@ -231,7 +231,6 @@ async def test_a_closed_edge_store_backs_ingest_off_and_catches_up_when_it_retur
         await account(state, tenant, early + late, "Edge closed")
 
 
-# qdrant-client's version check, in a thread of its own, cannot reach the silent server either and says so
 @pytest.mark.parametrize(("qdrant_timeout_s", "expect"), [(1.0, "unavailable"), (10.0, "timeout")])
 async def test_a_qdrant_server_that_stops_answering_gets_a_bounded_answer(
         nats_url: str, tmp_path: Path, qdrant_timeout_s: float, expect: str) -> None:
