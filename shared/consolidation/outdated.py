@@ -85,12 +85,9 @@ def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = f
         return True
     # A liking is not said again by naming its object: a new favourite is told beside the old one ("换成海朋森了！！
     # 惘闻还是很好"), and its verdict ("likes") is no word of it (any window saying "likes" kept every liking current).
-    if verdict(fact.attribute):
+    if verdict(fact.attribute) or not fact.value:
         return False
-    value = named(fact.attribute, fact.value)
-    if not value:
-        return False
-    return _last(value, episode.text) >= 0 and all(
+    return _last(fact.value, episode.text) >= 0 and all(
         _last(other, episode.text, exact_case=other != other.lower()) < 0 for other in others)
 
 
@@ -153,8 +150,8 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     if not hits or not band:
         return None
     score = shared_ranks(hits, rrf_k)
-    best = max(score.values()) or 1.0
-    cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not read_from(fact, h.entry)), default=best)
+    cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not read_from(fact, h.entry)),
+                             default=max(score.values()) or 1.0)
     # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
     # episode means that episode no longer outdates the fact (A, then B, then A again is A).
     again = {h.entry.id: h.entry.occurred_at for h in hits
@@ -183,9 +180,8 @@ def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:
     is what stopped, and no episode names it)."""
     values: dict[str, set[str]] = {}
     for fact in history:
-        value = named(fact.attribute, fact.value)
-        if fact.slot_key and value and not ending(fact.attribute, fact.value):
-            values.setdefault(fact.slot_key, set()).add(value)
+        if fact.slot_key and fact.value and not ending(fact.attribute, fact.value):
+            values.setdefault(fact.slot_key, set()).add(fact.value)
     return {slot: frozenset(found) for slot, found in values.items()}
 
 
@@ -193,7 +189,7 @@ def _others(fact: MemoryEntry, slots: dict[str, frozenset[str]]) -> frozenset[st
     """The other values of the fact's slot that an episode could name instead of its own: not one inside its value
     or holding it ("Google" and "Google Cloud", "阿里" and "阿里巴巴"), nor a word of the fact itself (a pet first
     told unnamed holds its species, "dog", which "Ana has a dog named Rex" says)."""
-    own = (named(fact.attribute, fact.value) or "").casefold()
+    own = (fact.value or "").casefold()
     said = without_stated(fact.text).casefold()
     return frozenset(v for v in slots.get(fact.slot_key or "", ())
                      if own not in (folded := v.casefold()) and folded not in own and folded not in said)
@@ -207,10 +203,13 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
         history: the owner's facts, superseded ones included, for the values each slot has held.
     """
     slots = slot_values([*history, *(f.entry for f in facts)])
-    usable = [f for f in facts if f.dense and not lasting(f.entry)]
-    # A fact without a vector cannot be searched: it keeps no mark rather than a stale one; a lasting one needs none.
-    out = [Change(entry=f.entry, payload={"outdated_by": None}) for f in facts
-           if (not f.dense or lasting(f.entry)) and f.entry.outdated_by]
+    usable: list[Item] = []
+    out: list[Change] = []
+    for f in facts:
+        if f.dense and not lasting(f.entry):
+            usable.append(f)
+        elif f.entry.outdated_by:  # unsearchable (no vector) or lasting: no mark rather than a stale one
+            out.append(Change(entry=f.entry, payload={"outdated_by": None}))
     if not usable:
         return out
     episodes = EntryFilter(kinds=["episodic"], include_merged=False)

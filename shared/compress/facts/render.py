@@ -13,7 +13,7 @@ from shared.text import scripts
 _IMPORTANCE = {"allergy": 0.8, "diet": 0.8, "birthday": 0.8, "partner": 0.8, "family": 0.8, "lives_in": 0.8,
                "works_at": 0.8, "occupation": 0.8, "preference": 0.7, "pet": 0.7, "studies": 0.7, "from": 0.7,
                "plan": 0.75}
-VALUE_IS_A_VERDICT = frozenset({"preference", "allergy"})  # "likes", "allergic": what they name is in the key
+_VALUE_IS_A_VERDICT = frozenset({"preference", "allergy"})  # "likes", "allergic": what they name is in the key
 _WORD = re.compile(rf"[{LETTER}0-9][{LETTER}0-9'-]*|[\u4e00-\u9fff]+")
 MAX_KEYWORDS = 8
 
@@ -43,7 +43,7 @@ def keywords_of(fact: Fact) -> list[str]:
     base = fact.attribute.split(":", 1)[0]
     words = _WORD.findall(fact.attribute.replace("_", " "))
     # A verdict ("likes") is no search term, and a Chinese plan's value runs its date into its words ("6月去日本").
-    if base not in VALUE_IS_A_VERDICT and not (base == "plan" and any(scripts.is_han(c) for c in fact.value)):
+    if not verdict(fact.attribute) and not (base == "plan" and any(scripts.is_han(c) for c in fact.value)):
         words += _WORD.findall(fact.value)
     out: dict[str, None] = {}
     for word in words:
@@ -65,7 +65,7 @@ def draft(fact: Fact, turn: Turn, lang: str) -> Draft:
 
 def verdict(attribute: str | None) -> bool:
     """Whether the attribute's value is a verdict on the object its key holds ("preference:sushi" = "likes")."""
-    return (attribute or "").partition(":")[0] in VALUE_IS_A_VERDICT
+    return (attribute or "").partition(":")[0] in _VALUE_IS_A_VERDICT
 
 
 def named(attribute: str | None, value: str | None) -> str | None:
