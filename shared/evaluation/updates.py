@@ -5,9 +5,10 @@ The stories were written from the wire contract alone by an author who had not r
 at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
 `data/updates/{dev,test}.jsonl`, with `dev2.jsonl` to `dev9.jsonl`, written later by other authors, to tune on.
 Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text restates the
-turns nearly word for word).
+turns nearly word for word), except that a number is found only whole: "20" is not in "2023", nor "3.1" in "3.12".
 """
 import random
+import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram_client.contract import Turn
+from shared.compress.facts.render import without_stated
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
 Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "test"]  # dev2-9: to tune on
@@ -118,9 +120,26 @@ def split(stories: Sequence[Story], seed: int = SPLIT_SEED) -> tuple[list[Story]
     return sorted(dev, key=lambda s: s.id), sorted(test, key=lambda s: s.id)
 
 
+# Digits before or after a spelling's digit make a longer number ("2023" for "20", "3.12" for "3.1", "11,200" for
+# "1,200"); a letter does not make a longer word ("Wednesdays" says "Wednesday").
+_LONGER_BEFORE = re.compile(r"\d[.,]?$")
+_LONGER_AFTER = re.compile(r"[.,]?\d")  # matched at the end of the spelling
+
+
+def _found(spelling: str, folded: str) -> bool:
+    for match in re.finditer(re.escape(spelling), folded):
+        if spelling[:1].isdigit() and _LONGER_BEFORE.search(folded, 0, match.start()):
+            continue
+        if spelling[-1:].isdigit() and _LONGER_AFTER.match(folded, match.end()):
+            continue
+        return True
+    return False
+
+
 def _holds(text: str, spellings: Sequence[str]) -> bool:
+    """Whether the text names one of the spellings (case-folded; a number only whole)."""
     folded = text.casefold()
-    return any(s.casefold() in folded for s in spellings)
+    return any(_found(s.casefold(), folded) for s in spellings)
 
 
 class Judged(BaseModel):
@@ -167,7 +186,7 @@ def stale_profile_lines(story: Story, profile_text: str | None) -> list[str]:
         return []
     replaced = [v for q in story.questions if q.kind == "present" for v in q.old
                 if not any(v.casefold() in c.casefold() or c.casefold() in v.casefold() for c in q.current)]
-    return [line for line in profile_text.splitlines()[1:] if replaced and _holds(line, replaced)]
+    return [line for line in _statements(profile_text) if replaced and _holds(line, replaced)]
 
 
 def profile_holds_current(story: Story, profile_text: str | None) -> bool:
@@ -176,7 +195,13 @@ def profile_holds_current(story: Story, profile_text: str | None) -> bool:
     if not profile_text:
         return False
     present = next(q for q in story.questions if q.kind == "present")
-    return any(_holds(line, present.current) for line in profile_text.splitlines()[1:])
+    return any(_holds(line, present.current) for line in _statements(profile_text))
+
+
+def _statements(profile_text: str) -> list[str]:
+    """What a profile's lines state: not its headers ("Profile of Avi (as of 11 November 2023):", one per person it
+    is about), nor the date each line was stated ("(stated 20 May 2023)" says when, and no figure of 20)."""
+    return [without_stated(line) for line in profile_text.splitlines() if line.startswith("- ")]
 
 
 class FactCheck(BaseModel):
@@ -192,10 +217,12 @@ class FactCheck(BaseModel):
 
 
 def check_facts(story: Story, facts: Sequence[tuple[str, bool]]) -> FactCheck:
-    """Count a story's active facts (text, marked outdated) by the value they name for its present question."""
+    """Count a story's active facts (text, marked outdated) by the value they name for its present question (not
+    in the date each was stated)."""
     present = next(q for q in story.questions if q.kind == "present")
     counts = {"current": 0, "stale": 0, "stale_marked": 0, "current_marked": 0}
-    for text, marked in facts:
+    for said, marked in facts:
+        text = without_stated(said)
         if _holds(text, present.current):
             counts["current_marked" if marked else "current"] += 1
         elif present.old and _holds(text, present.old):

@@ -107,11 +107,40 @@ def test_an_old_value_above_the_current_one_or_alone_counts_against_the_ranking(
     assert (past.current_rank, past.old_rank) == (2, None)
 
 
-def test_a_profile_line_stating_a_replaced_value_is_stale_and_its_header_is_not_read() -> None:
-    """Lines after the profile's first (its "as of" header) that name a replaced value are stale."""
+def _numbers(current: str, old: str) -> Story:
+    return STORY.model_copy(update={"questions": [Question(
+        kind="present", query="How many testers now?", asked_at=datetime(2024, 7, 1, tzinfo=UTC), current=[current],
+        old=[old])]})
+
+
+def test_a_number_is_found_only_whole_and_a_word_also_inflected() -> None:
+    """"20" is not in "2023" nor "3.1" in "3.12" (a longer number is another number); "Wednesday" is in
+    "Wednesdays"."""
+    kinds = ["episodic"] * 2
+    counts = judge(_numbers("45", "20"), _numbers("45", "20").questions[0],
+                   ["[Sat 12 August 2023] we are 45 testers", "in 2023 we had 20 testers"], kinds)
+    assert (counts.current_rank, counts.old_rank) == (1, 2)
+    assert judge(_numbers("45", "20"), _numbers("45", "20").questions[0], ["2023", "145 and 4.5"], kinds).old_rank \
+        is None
+    version = _numbers("3.11", "3.1")
+    assert judge(version, version.questions[0], ["on Python 3.12", "back on 3.1."], kinds).old_rank == 2
+    assert judge(_numbers("1,200", "200"), _numbers("1,200", "200").questions[0], ["11,200", "1,200"],
+                 kinds).current_rank == 2
+    day = _numbers("Wednesday", "Monday")
+    assert judge(day, day.questions[0], ["Wednesdays at 7pm"], kinds[:1]).current_rank == 1
+
+
+def test_a_profile_line_stating_a_replaced_value_is_stale_and_its_headers_are_not_read() -> None:
+    """Lines stating something (not the "as of" header of each person) that name a replaced value are stale; a
+    number in a line's date is not the value."""
     profile = "Profile of Lena, as of 1 June 2024 (Vienna time)\n- Lena lives in Graz\n- Lena's dog is Bruno"
     assert stale_profile_lines(STORY, profile) == []
-    assert stale_profile_lines(STORY, profile + "\n- Lena lives in Vienna") == ["- Lena lives in Vienna"]
+    stale = stale_profile_lines(STORY, profile + "\n- Lena lives in Vienna (stated 2 May 2024)")
+    assert stale == ["- Lena lives in Vienna"]
+    assert stale_profile_lines(STORY, profile + "\nProfile of Vienna's mayor (as of 1 June 2024):") == []
+    dated = "Profile of Lena (as of 20 May 2023):\n- Lena works at Acme (stated 20 May 2023)"
+    assert stale_profile_lines(_numbers("45", "20"), dated) == []
+    assert stale_profile_lines(_numbers("45", "2"), dated) == []
     assert stale_profile_lines(STORY, None) == []
     overlapping = STORY.model_copy(update={"questions": [Question(
         kind="present", query="q", asked_at=datetime(2024, 7, 1, tzinfo=UTC), current=["New York"], old=["York"])]})
