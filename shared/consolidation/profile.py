@@ -18,7 +18,7 @@ from shared.text import scripts
 
 # Where a kind of fact sits in a profile: who the person is first, then people, then habits and plans.
 _ORDER = ("lives_in", "from", "works_at", "occupation", "studies", "partner", "family", "pet", "diet", "allergy",
-          "birthday", "preference", "plan")
+          "birthday", "favourite", "preference", "plan")
 MAX_KEYWORDS = 24
 
 

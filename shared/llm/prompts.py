@@ -32,10 +32,11 @@ Reply: {{"statements": [{{"text": ..., "source_turn_ids": [...], "persons": [...
 Task: list the lasting facts the speakers of `turns` state about themselves (at most {MAX_STATEMENTS}).
 - Only first-hand statements that are true now: not questions, wishes, hypotheticals, negations or past states.
 - `subject`: the speaker's name; `attribute`: one of lives_in, from, works_at, occupation, studies, partner,
-  birthday, diet, family:<relation>:<name>, pet:<species>, preference:<object>, allergy:<substance>,
-  plan:<short object>: the attribute names in lower case English, the <object> in lower case, in the
-  language of the turn (allergy:peanut, allergy:花生); `value`: the value in the turn's language (for
-  preference: likes or dislikes; for allergy: allergic); `text`: one sentence stating the fact with the
+  birthday, diet, family:<relation>:<name>, pet:<species>, preference:<object>, favourite:<kind>,
+  allergy:<substance>, plan:<short object>: the attribute names in lower case English, the <object> and <kind> in
+  lower case, in the language of the turn (allergy:peanut, allergy:花生, favourite:band, favourite:乐队); `value`:
+  the value in the turn's language (for preference: likes or dislikes; for allergy: allergic; for favourite: what
+  the favourite is, one per kind); `text`: one sentence stating the fact with the
   subject's name, in the turn's language; `source_turn_id`: the id of the turn that states it.
 Reply: {{"facts": [{{"subject": ..., "attribute": ..., "value": ..., "text": ..., "source_turn_id": ...}}]}}""",
     "summary": f"""{_COMMON}

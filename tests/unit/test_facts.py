@@ -60,7 +60,8 @@ def texts(text: str, lang: str = "en") -> list[str]:
     ("I really enjoy painting in the mornings.", "preference:painting", "likes"),
     ("I'm a big fan of pottery - it's calming.", "preference:pottery", "likes"),
     ("I'm really into jazz these days.", "preference:jazz", "likes"),
-    ("My favourite food is ramen.", "preference:ramen", "likes"),
+    ("My favourite food is ramen.", "favourite:food", "ramen"),
+    ("My favorite color is Teal.", "favourite:colour", "Teal"),
     ("I don't like sushi anymore.", "preference:sushi", "dislikes"),
     ("I hate running.", "preference:running", "dislikes"),
     ("I can't stand horror movies.", "preference:horror movie", "dislikes"),
@@ -118,7 +119,7 @@ def test_english_statements_give_their_fact(text: str, attribute: str, value: st
     ("我挺喜欢猫的。", "preference:猫", "likes"),
     ("我不喜欢香菜。", "preference:香菜", "dislikes"),
     ("我讨厌下雨天。", "preference:下雨天", "dislikes"),
-    ("我最喜欢的水果是芒果。", "preference:芒果", "likes"),
+    ("我最喜欢的水果是芒果。", "favourite:水果", "芒果"),
     ("我对花生过敏。", "allergy:花生", "allergic"),
     ("我对猫毛不过敏。", "allergy:猫毛", "not allergic"),
     ("我吃素。", "diet", "素食"),
@@ -322,6 +323,15 @@ def test_one_fact_per_slot_per_turn() -> None:
     """A turn that states the same preference twice yields one fact for that slot, beside its other facts."""
     drafts = facts_in_turn(make_turn("I love hiking. I really love hiking! I also enjoy painting.", ts=FRIDAY), "en")
     assert sorted(d.slot.attribute for d in drafts if d.slot) == ["preference:hiking", "preference:painting"]
+
+
+def test_a_favourite_is_one_slot_per_kind_and_a_liking_one_per_object() -> None:
+    """A person has one favourite band at a time, so favourites share their kind's slot and a new one replaces the
+    old one; liking one thing never replaces liking another."""
+    assert slots("My favourite band is Altin Gün.") == {"favourite:band": "Altin Gün"}
+    assert slots("My favourite band is Mdou Moctar these days.") == {"favourite:band": "Mdou Moctar"}
+    assert slots("I love Altin Gün. I also love Mdou Moctar.") == {"preference:altin gün": "likes",
+                                                                   "preference:mdou moctar": "likes"}
 
 
 def test_objects_keep_their_own_slots() -> None:

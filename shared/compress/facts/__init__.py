@@ -16,7 +16,8 @@ The attribute vocabulary (`Slot.attribute`; `<object>` is lower case, without ar
 - `partner`: a name ("my wife Jo", 我老公叫大伟).
 - `family:<relation>:<name>`: the name; relation is sister, brother, son, daughter, mother or father, and the name
   is in the key because people have several siblings ("my sister Maria", 我妹妹叫小美).
-- `preference:<object>`: "likes" or "dislikes" ("I love hiking", "my favourite food is ramen", 我不喜欢香菜).
+- `preference:<object>`: "likes" or "dislikes" ("I love hiking", 我不喜欢香菜).
+- `favourite:<kind>`: the favourite of that kind, one at a time ("my favourite food is ramen", 我最喜欢的乐队是草东).
 - `allergy:<object>`: "allergic" or "not allergic" ("I'm allergic to peanuts", 我对花生过敏).
 - `diet`: vegetarian, vegan, pescatarian, gluten-free, keto, halal, kosher; 素食, 纯素 ("I went vegan", 我吃素).
 - `birthday`: "3 March" (with the year when given) or "3月3日" ("my birthday is March 3rd").

@@ -72,7 +72,8 @@ def people(sentence: str, said: Said) -> list[Hit]:
 
 
 def preferences(sentence: str, said: Said) -> list[Hit]:
-    """Likes and dislikes: "我喜欢爬山", "我不喜欢香菜", "我讨厌下雨", "我最喜欢的水果是芒果"."""
+    """Likes and dislikes ("我喜欢爬山", "我不喜欢香菜", "我讨厌下雨"), keyed by their object, and favourites
+    ("我最喜欢的水果是芒果"), keyed by their kind: one favourite fruit at a time."""
     hits = []
     for pattern, likes in ((_LIKES, True), (_DISLIKES, False)):
         for match in pattern.finditer(sentence):
@@ -84,7 +85,7 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
     for match in _FAVOURITE.finditer(sentence):
         obj = object_phrase(sentence[match.end():])
         if obj:
-            hits.append(Hit(Fact(f"preference:{object_key(obj)}", "likes",
+            hits.append(Hit(Fact(f"favourite:{match.group('what')}", obj,
                                  f"{said.speaker}最喜欢的{match.group('what')}是{obj}"),
                             match.start(), match.end() + len(obj)))
     return hits

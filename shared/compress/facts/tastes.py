@@ -34,6 +34,7 @@ _FAVOURITE = re.compile(
     r"show|book|author|genre|season|animal|game|hobby|drink|fruit|dessert|cuisine|city|country|holiday|song|"
     r"musician|team|flower|snack|restaurant|writer|painter|activity|instrument|music|composer) (?:is|has to be) ")
 _FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
+_FAVOURITE_KINDS = {"color": "colour", "film": "movie"}  # one slot per kind of favourite, however it is spelled
 _ALLERGIC = re.compile(
     ME + r"(?:'m| am) (?P<neg>not |no longer )?(?:(?:also|very|really|so|super|severely|deathly|highly|extremely|"
     r"mildly|slightly|seriously|badly) )*allergic to ")
@@ -85,7 +86,9 @@ def _uncapitalised(obj: str) -> str:
 
 
 def preferences(sentence: str, said: Said) -> list[Hit]:
-    """Likes and dislikes: "I love hiking", "I'm a fan of pottery", "I don't like sushi", "my favourite food is X"."""
+    """Likes and dislikes ("I love hiking", "I'm a fan of pottery", "I don't like sushi"), keyed by their object, and
+    favourites ("my favourite band is Khruangbin"), keyed by their kind: a person has one favourite band at a time,
+    so a new one replaces the old one, while liking one thing never replaces liking another."""
     hits = []
     for patterns, likes in ((_LIKES, True), (_DISLIKES, False)):
         for pattern in patterns:
@@ -102,9 +105,10 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
         name = _FAVOURITE_NAME.match(rest)
         obj = clean_name(name.group(0)) if name else object_phrase(rest)
         if obj:
-            what = match.group("what")
-            hits.append(_preference(said, obj, True, match.start(), match.end() + len(obj),
-                                    f"{said.speaker}'s favourite {what} is {obj}"))
+            what = match.group("what").lower()
+            kind = _FAVOURITE_KINDS.get(what, what)
+            hits.append(Hit(Fact(f"favourite:{kind}", obj, f"{said.speaker}'s favourite {what} is {obj}"),
+                            match.start(), match.end() + len(obj)))
     return hits
 
 
