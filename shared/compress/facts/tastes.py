@@ -29,12 +29,21 @@ _DISLIKES = [
     re.compile(ME + r"(?:'m| am) (?:not|no longer) (?:a )?(?:(?:big|huge|great) )?fan of "),
     re.compile(ME + r"(?:'m| am) (?:not|no longer) (?:really )?into "),
 ]
-_FAVOURITE = re.compile(
-    r"\b[Mm]y (?:absolute |all-time )?favou?rite (?P<what>food|dish|meal|sport|colou?r|band|singer|artist|movie|film|"
-    r"show|book|author|genre|season|animal|game|hobby|drink|fruit|dessert|cuisine|city|country|holiday|song|"
-    r"musician|team|flower|snack|restaurant|writer|painter|activity|instrument|music|composer) (?:is|has to be) ")
+_FAVOURITE_WHAT = (r"(?P<what>food|dish|meal|sport|colou?r|band|singer|artist|movie|film|show|book|novel|author|genre|"
+                   r"season|animal|game|board game|hobby|drink|fruit|dessert|cuisine|city|country|holiday|song|"
+                   r"musician|team|flower|snack|restaurant|writer|painter|activity|instrument|music|composer)")
+_FAVOURITE_OF = r"(?:(?:absolute|all-time|new|current) )*favou?rite "
+# "My favourite band is X", "my new favourite band of all time is X".
+_FAVOURITE = re.compile(r"\b[Mm]y " + _FAVOURITE_OF + _FAVOURITE_WHAT
+                        + r"(?: (?:of all time|ever|in the (?:whole )?world|by (?:far|miles)))? (?:is|has to be) "
+                        r"(?:(?:now|still|definitely|probably|officially) )*")
+# "X is my favourite band (now)": the favourite first, as the sentence's subject.
+_FAVOURITE_FIRST = re.compile(r"^(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,3}?) (?:is|are) "
+                              r"(?:(?:still|now|officially|definitely|easily|honestly|also) )*my " + _FAVOURITE_OF
+                              + _FAVOURITE_WHAT + r"\b")
 _FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
-_FAVOURITE_KINDS = {"color": "colour", "film": "movie"}  # one slot per kind of favourite, however it is spelled
+# One slot per kind of favourite, however it is spelled.
+_FAVOURITE_KINDS = {"color": "colour", "film": "movie", "novel": "book", "writer": "author"}
 _ALLERGIC = re.compile(
     ME + r"(?:'m| am) (?P<neg>not |no longer )?(?:(?:also|very|really|so|super|severely|deathly|highly|extremely|"
     r"mildly|slightly|seriously|badly) )*allergic to ")
@@ -103,13 +112,32 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
     for match in _FAVOURITE.finditer(sentence):
         rest = sentence[match.end():]
         name = _FAVOURITE_NAME.match(rest)
-        obj = clean_name(name.group(0)) if name else object_phrase(rest)
+        obj = _named(name.group(0)) if name else object_phrase(rest)
         if obj:
-            what = match.group("what").lower()
-            kind = _FAVOURITE_KINDS.get(what, what)
-            hits.append(Hit(Fact(f"favourite:{kind}", obj, f"{said.speaker}'s favourite {what} is {obj}"),
-                            match.start(), match.end() + len(obj)))
+            hits.append(_favourite(said, match.group("what"), obj, match.start(), match.end() + len(obj)))
+    for match in _FAVOURITE_FIRST.finditer(sentence):
+        said_obj = match.group("obj")
+        if _FAVOURITE_NAME.fullmatch(said_obj):
+            obj = _named(said_obj)
+        else:  # a common noun must be the whole subject ("koshari is my favourite food", not "this is ...")
+            obj = object_phrase(said_obj)
+            obj = obj if obj == said_obj else None
+        if obj:
+            hits.append(_favourite(said, match.group("what"), obj, match.start(), match.end()))
     return hits
+
+
+def _named(run: str) -> str | None:
+    """A name as said, its article kept ("The Weather Station")."""
+    if run.startswith("The "):
+        name = clean_name(run.removeprefix("The "))
+        return f"The {name}" if name else None
+    return clean_name(run)
+
+
+def _favourite(said: Said, what: str, obj: str, start: int, end: int) -> Hit:
+    kind = _FAVOURITE_KINDS.get(what.lower(), what.lower())
+    return Hit(Fact(f"favourite:{kind}", obj, f"{said.speaker}'s favourite {what.lower()} is {obj}"), start, end)
 
 
 def allergies(sentence: str, said: Said) -> list[Hit]:
