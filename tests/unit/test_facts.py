@@ -327,6 +327,13 @@ def test_a_quantity_without_a_noun_is_no_plan(text: str) -> None:
                  ) != []
 
 
+def test_a_chinese_question_hides_no_statement_in_another_clause_of_its_message() -> None:
+    """Chat separates clauses with spaces: the question in "... 他们今年有演出吗" is its own clause, so the statement
+    before it is read; the question itself still gives nothing."""
+    assert slots("最喜欢的乐队是惘闻 没有之一 他们今年在大连有演出吗 我就在大连", "zh") == {"favourite:乐队": "惘闻"}
+    assert slots("你最喜欢的乐队是谁 我最喜欢的乐队是什么", "zh") == {}
+
+
 def test_chinese_statements_carry_a_chinese_date() -> None:
     """Chinese facts name the speaker and end with the day they were stated, in Chinese."""
     assert texts("我住在杭州。", "zh") == ["Ana住在杭州（2024年5月10日所述）"]
