@@ -57,6 +57,7 @@ def texts(text: str, lang: str = "en") -> list[str]:
     ("My older brother Tom is a chef.", "family:brother:tom", "Tom"),
     ("My mom Linda called.", "family:mother:linda", "Linda"),
     ("I love hiking.", "preference:hiking", "likes"),
+    ("I love hiking, do you?", "preference:hiking", "likes"),
     ("I really enjoy painting in the mornings.", "preference:painting", "likes"),
     ("I'm a big fan of pottery - it's calming.", "preference:pottery", "likes"),
     ("I'm really into jazz these days.", "preference:jazz", "likes"),
@@ -147,7 +148,6 @@ def test_chinese_statements_give_their_fact(text: str, attribute: str, value: st
     ("Do you live in Paris?", "lives_in"),
     ("Do you live in Paris", "lives_in"),
     ("Are you allergic to peanuts?", "allergy"),
-    ("I love hiking, do you?", "preference"),
     ("Have you moved to Lyon yet", "lives_in"),
     # hypotheticals and wishes
     ("If I moved to Berlin I'd learn German.", "lives_in"),
@@ -325,6 +325,14 @@ def test_a_quantity_without_a_noun_is_no_plan(text: str) -> None:
     assert texts(text) == []
     assert texts(text.replace("some", "some cookies").replace("more", "more paint").replace("another", "another loaf")
                  ) != []
+
+
+def test_a_question_hides_no_statement_told_before_it_in_the_same_sentence() -> None:
+    """"I just moved to Porto, any tips for a dentist?" tells before it asks; a question throughout gives nothing."""
+    assert slots("I just moved to Porto, any tips for finding a dentist?") == {"lives_in": "Porto"}
+    assert slots("my hamster Nibbles keeps chewing the bars - is he bored?") == {"pet:hamster": "Nibbles"}
+    assert slots("Do you live in Paris, or is it Lyon?") == {}
+    assert slots("Have you moved to Lyon, and do you like it?") == {}
 
 
 def test_a_chinese_question_hides_no_statement_in_another_clause_of_its_message() -> None:

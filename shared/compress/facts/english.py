@@ -28,10 +28,22 @@ _NOT_PLAIN_AFTER = re.compile(
     re.IGNORECASE)
 
 
+# Chat asks in the same sentence as it tells ("I just moved to Porto, any tips for a dentist?"): a clause that opens
+# a question after a comma or a dash is a sentence of its own, so the statement before it is read.
+_ASKS = (r"do|does|did|are|is|was|were|have|has|had|can|could|would|will|should|shall|may|might|am|what|where|when|"
+         r"why|how|who|which|whose|whom|so|and|but|also|btw|any|anyone|anybody|anything|tips|ideas|thoughts|"
+         r"suggestions|recommendations")
+_THEN_ASKED = re.compile(r"(?:,|\s[-–—])\s+(?=(?:" + _ASKS + r")\b[^.!?]*\?\s*$)", re.IGNORECASE)
+
+
 def sentences(text: str) -> list[str]:
-    """`text` split into sentences (punctuation kept), with typographic apostrophes made plain."""
+    """`text` split into sentences (punctuation kept), with typographic apostrophes made plain, and a question's
+    opening statement apart from it."""
     plain = text.replace("’", "'").replace("‘", "'")
-    return [s.strip() for s in _SPLIT.split(plain) if s and s.strip()]
+    out: list[str] = []
+    for sentence in (s.strip() for s in _SPLIT.split(plain) if s and s.strip()):
+        out += [part.strip() for part in _THEN_ASKED.split(sentence) if part.strip()]
+    return out
 
 
 def is_question(sentence: str) -> bool:

@@ -38,7 +38,8 @@ _FAVOURITE = re.compile(r"\b[Mm]y " + _FAVOURITE_OF + _FAVOURITE_WHAT
                         + r"(?: (?:of all time|ever|in the (?:whole )?world|by (?:far|miles)))? (?:is|has to be) "
                         r"(?:(?:now|still|definitely|probably|officially) )*")
 # "X is my favourite band (now)": the favourite first, as the sentence's subject.
-_FAVOURITE_FIRST = re.compile(r"^(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,3}?) (?:is|are) "
+_FAVOURITE_FIRST = re.compile(r"^(?!(?i:if|when|unless|whether|maybe|perhaps|because|since|though|although)\b)"
+                              r"(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,3}?) (?:is|are) "
                               r"(?:(?:still|now|officially|definitely|easily|honestly|also) )*my " + _FAVOURITE_OF
                               + _FAVOURITE_WHAT + r"\b")
 _FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
