@@ -6,12 +6,15 @@ owner is about the same thing, the way recall decides it (retrieval/currency.py)
 (its stored dense vector and its words in BM25) over the owner's episodes, and an episode is about the same thing
 when its fused score is within the band of the best one besides the window the fact was read from (which says it
 nearly word for word, a bar evidence in other words seldom reaches). An episode of that band said hours after the
-statement (not the same chat, which goes on about other things), that does not repeat the fact's value, was not
-where it was read and is not followed, a chat or more later, by an episode of the band that says the value again (A,
-then B, then A again is A), outdates it. An episode that names the value beside another value the fact's slot has
-held ("Kasimir and I ended it... Leopoldine and I are giving it another try") does not say it again: it is about a
-change between them, which no rule read (the slot's values come from the owner's facts, superseded ones included,
-so a TTL or a forget that removes the older fact takes that evidence with it). A fact so outdated is marked
+statement (not the same chat, which goes on about other things) that the fact was not read from outdates it.
+
+Only the rules' own reading says a fact again: a restatement they read is the slot's newest statement, which keeps
+the turns of the statements just before it that said the same (supersede.py), so its windows are the fact's own
+and its date moves on. An episode that merely names the value is evidence about the same thing, not a restatement:
+a pet is named when it moves out ("mango now lives with my niece"), a city when it was left ("since leaving
+Berlin"), an old favourite when its new album disappoints, an ex when the user runs into him. Counting those as
+saying the fact again kept replaced values in profiles; it also kept current ones, so a profile now states fewer
+values, each with evidence no newer chat talked past (precision before coverage). A fact so outdated is marked
 `outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and ranked
 below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. Relatives by
 blood, origins, birthdays and allergies are not marked at all (`LASTING`): later talk of them is no unread change.
@@ -27,12 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from shared.compress.facts.changes import ending
-from shared.compress.facts.render import named, verdict, without_stated
+from shared.compress.facts.render import named, without_stated
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
-from shared.text import scripts
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
@@ -52,43 +53,11 @@ class Item:
     dense: list[float]
 
 
-def _last(value: str, text: str, exact_case: bool = False) -> int:
-    """Where the last mention of `value` in `text` starts, or -1: not inside a longer word ("Li" is not in
-    "Lisbon", and a value may end in "." as "D.C." does); Han has no word edges to look for."""
-    before = "" if scripts.is_han(value[:1]) else r"(?<!\w)"
-    after = "" if scripts.is_han(value[-1:]) else r"(?!\w)"
-    pattern = before + re.escape(value) + after
-    found = list(re.finditer(pattern, text, 0 if exact_case else re.IGNORECASE))
-    return found[-1].start() if found else -1
-
-
 def read_from(fact: MemoryEntry, episode: MemoryEntry) -> bool:
-    """Whether the episode is the window the fact was read from (its conversation, a shared turn)."""
+    """Whether the episode is a window the fact was read from (its conversation, a shared turn): where it was
+    stated, or where the rules read it again (the slot's newest statement keeps the turns of those before it)."""
     return fact.conversation_id == episode.conversation_id and bool(set(fact.source_turn_ids)
                                                                     & set(episode.source_turn_ids))
-
-
-def _repeats(fact: MemoryEntry, episode: MemoryEntry, others: frozenset[str] = frozenset()) -> bool:
-    """The episode states the fact again (its value, and no other value its slot has held), or is the window the
-    fact was read from.
-
-    An episode that names the value beside another of the slot's values ("Kasimir and I ended it... Leopoldine and
-    I are giving it another try") is about a change between them, not a restatement: which value holds now is what
-    no rule read, so it may outdate the fact and never keeps it current. In whichever order: on the dev halves a
-    third of the user turns naming a story's current and a replaced value name the replaced one last ("they're my
-    favourite band now. Khruangbin feels...", "after Kaunas, Klaipėda and the garage"), so word order says little of
-    which came first. The price is a current value said beside an old one in a later chat ("Porto is calmer than
-    Lisbon"): its fact leaves the profile, where a replaced one would have stayed confidently wrong. A name among
-    the other values ("May", "Rose") is looked for in its own case, so the month or the flower is not it.
-    """
-    if read_from(fact, episode):
-        return True
-    # A liking is not said again by naming its object: a new favourite is told beside the old one ("换成海朋森了！！
-    # 惘闻还是很好"), and its verdict ("likes") is no word of it (any window saying "likes" kept every liking current).
-    if verdict(fact.attribute) or not fact.value:
-        return False
-    return _last(fact.value, episode.text) >= 0 and all(
-        _last(other, episode.text, exact_case=other != other.lower()) < 0 for other in others)
 
 
 def _asked(fact: MemoryEntry) -> str:
@@ -128,12 +97,10 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
     return {hit.entry.id: sum(1.0 / (rrf_k + best[i][score] - 1) for i, _, score in ranked(hit)) for hit in hits}
 
 
-def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int,
-         others: frozenset[str] = frozenset()) -> str | None:
+def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
     first), or None: within `band` of the best score of an episode it was not read from, at least MIN_GAP after the
-    statement, not repeating it, and not followed, MIN_GAP or more later, by an episode of the band that says the
-    value again (a revert).
+    statement, and not one of its own windows.
 
     The window the fact was read from says it nearly word for word, so it takes the first rank of both searches and
     set the bar at its fused score: evidence in other words, a rank or two lower ("officially a Peoria resident"
@@ -141,8 +108,6 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     score when there is no other). The scores are fused ranks, which say nothing of how far apart two episodes
     are, so this widens the band by about a rank whenever the source comes first; counting the others' ranks
     among themselves instead left more replaced values standing and marked more current facts on the dev halves.
-    `others` are the other values the fact's slot has held (of the owner's facts, superseded ones included): an
-    episode naming one of them beside the fact's value does not repeat it (see `_repeats`).
 
     Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
     is named, then by conversation and turns: the same memory names the same episode in any tenant.
@@ -152,17 +117,12 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     score = shared_ranks(hits, rrf_k)
     cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not read_from(fact, h.entry)),
                              default=max(score.values()) or 1.0)
-    # Episodes of the band that say the value again ("back to fully vegan"): one said a chat or more after an
-    # episode means that episode no longer outdates the fact (A, then B, then A again is A).
-    again = {h.entry.id: h.entry.occurred_at for h in hits
-             if score[h.entry.id] >= cut and _repeats(fact, h.entry, others)}
-    last = max(again.values(), default=None)
     order = sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
                                         h.entry.source_turn_ids, h.entry.id))
     for hit in order:
         episode = hit.entry
         if (score[episode.id] >= cut and episode.occurred_at >= fact.occurred_at + MIN_GAP
-                and episode.id not in again and (last is None or last < episode.occurred_at + MIN_GAP)):
+                and not read_from(fact, episode)):
             return episode.id
     return None
 
@@ -175,34 +135,9 @@ def lasting(fact: MemoryEntry) -> bool:
     return kind in LASTING or f"{kind}:{rest.partition(':')[0]}" in LASTING
 
 
-def slot_values(history: Sequence[MemoryEntry]) -> dict[str, frozenset[str]]:
-    """The values each slot has held among these facts (superseded ones included), endings left out ("no partner"
-    is what stopped, and no episode names it)."""
-    values: dict[str, set[str]] = {}
-    for fact in history:
-        if fact.slot_key and fact.value and not ending(fact.attribute, fact.value):
-            values.setdefault(fact.slot_key, set()).add(fact.value)
-    return {slot: frozenset(found) for slot, found in values.items()}
-
-
-def _others(fact: MemoryEntry, slots: dict[str, frozenset[str]]) -> frozenset[str]:
-    """The other values of the fact's slot that an episode could name instead of its own: not one inside its value
-    or holding it ("Google" and "Google Cloud", "阿里" and "阿里巴巴"), nor a word of the fact itself (a pet first
-    told unnamed holds its species, "dog", which "Ana has a dog named Rex" says)."""
-    own = (fact.value or "").casefold()
-    said = without_stated(fact.text).casefold()
-    return frozenset(v for v in slots.get(fact.slot_key or "", ())
-                     if own not in (folded := v.casefold()) and folded not in own and folded not in said)
-
-
 async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm25Encoder, band: float,
-                  rrf_k: int, history: Sequence[MemoryEntry] = ()) -> list[Change]:
-    """Search each fact's own text among the owner's episodes and bring its `outdated_by` to what that finds.
-
-    Args:
-        history: the owner's facts, superseded ones included, for the values each slot has held.
-    """
-    slots = slot_values([*history, *(f.entry for f in facts)])
+                  rrf_k: int) -> list[Change]:
+    """Search each fact's own text among the owner's episodes and bring its `outdated_by` to what that finds."""
     usable: list[Item] = []
     out: list[Change] = []
     for f in facts:
@@ -219,7 +154,7 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
                 for f in usable]
     found = await store.hybrid_batch(scope, searches, explain=True)
     for fact, hits in zip(usable, found, strict=True):
-        wanted = mark(fact.entry, hits, band, rrf_k, _others(fact.entry, slots))
+        wanted = mark(fact.entry, hits, band, rrf_k)
         if fact.entry.outdated_by != wanted:
             out.append(Change(entry=fact.entry, payload={"outdated_by": wanted}))
     return out

@@ -33,8 +33,9 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # endings out; 4: an episode naming another value of the slot after the fact's is no repeat; 5: the outdated band is
 # measured among the episodes besides the fact's source window; 6: relatives, origins, birthdays and allergies are
 # never marked outdated, and another value of the slot named before the fact's also makes an episode no repeat; 7: a
-# liking is never said again by a window that says "likes", and is searched for without its object.
-RULES = 7
+# liking is never said again by a window that says "likes", and is searched for without its object; 8: only the
+# rules' own restatement says a fact again (an episode naming its value is evidence about the same thing).
+RULES = 8
 
 
 @dataclass(frozen=True)
@@ -162,10 +163,8 @@ async def _outdate(c: Consolidation, owner: Owner, apply: Changes) -> None:
     """Mark the owner's active facts that a newer episode about the same thing may have outdated (or unmark)."""
     active = EntryFilter(kinds=["fact"], include_superseded=False, include_merged=False)
     facts = [outdated.Item(e, d) for e, d in await read_all(c.store, owner, active, with_vectors=True)]
-    # The values each slot has held: every fact, superseded ones included, without vectors (only facts are searched).
-    history = [e for e, _ in await read_all(c.store, owner, EntryFilter(kinds=["fact"]))]
     await apply(owner.tenant, await outdated.changes(c.store, owner.scope, facts, c.sparse, c.settings.outdated_band,
-                                                     c.settings.rrf_k, history))
+                                                     c.settings.rrf_k))
 
 
 async def _merge(c: Consolidation, owner: Owner, apply: Changes) -> int:

@@ -61,29 +61,30 @@ async def test_the_marks_count_idf_over_the_episodes_only(store: EdgeStore) -> N
     assert await marks() == before
 
 
-async def test_a_change_between_two_values_of_a_slot_outdates_the_newer_fact(store: EdgeStore) -> None:
-    """The partner slot held Leopoldine (superseded) and holds Kasimir. A later episode that names both ("Kasimir
-    and I ended it... Leopoldine and I are seeing each other again") outdates the Kasimir fact once the job is given
-    the slot's history; without it, the episode reads as a repeat of Kasimir and keeps the fact current."""
+async def test_an_episode_naming_the_value_outdates_the_fact_and_the_rules_restatement_keeps_it(
+        store: EdgeStore) -> None:
+    """A later window that names the value ("Kasimir and I ended it... Leopoldine and I are seeing each other
+    again") is evidence about the same thing, not a restatement: it outdates the fact. The same window read by the
+    rules as the slot's newest statement (its turn among the fact's own, the fact dated from it) keeps it current."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant, user_id="u1")
-    old = stored(tenant, "old", "Benedikt's girlfriend is Leopoldine (stated 7 May 2022)", [0, 0, 1, 0], -200,
-                 kind="fact", attribute="partner", value="Leopoldine", slot_key="bpartner", superseded_by="x")
     fact = stored(tenant, "fact", "Benedikt is seeing Kasimir (stated 17 December 2022)", [1, 0, 0, 0], 0,
                   kind="fact", attribute="partner", value="Kasimir", slot_key="bpartner")
     ended = stored(tenant, "ended", "Benedikt: Kasimir and I ended it in may. and Leopoldine and I are seeing "
                                     "each other again", [0.9, 0.1, 0, 0], 190)
     await store.upsert([stored(tenant, "source", "Benedikt: I've been seeing Kasimir", [1, 0, 0, 0], 0),
                         stored(tenant, "talk", "Benedikt: recipe for goulash please", [0, 1, 0, 0], 100),
-                        ended, old, fact])
-    items = [outdated.Item(fact.entry, list(fact.vectors.dense))]
+                        ended, fact])
 
-    async def marks(history: list[MemoryEntry]) -> list[object]:
+    async def marks(said: MemoryEntry) -> list[object]:
+        items = [outdated.Item(said, list(fact.vectors.dense))]
         return [c.payload.get("outdated_by") for c in await outdated.changes(store, scope, items, BM25, band=0.4,
-                                                                             rrf_k=3, history=history)]
+                                                                             rrf_k=3)]
 
-    assert await marks([]) == []
-    assert await marks([old.entry, fact.entry]) == [ended.entry.id]
+    assert await marks(fact.entry) == [ended.entry.id]
+    restated = fact.entry.model_copy(update={"conversation_id": "c-ended", "source_turn_ids": ["ended", "s"],
+                                             "occurred_at": ended.entry.occurred_at})
+    assert await marks(restated) == []
 
 
 async def test_a_relative_an_origin_a_birthday_or_an_allergy_is_never_marked_outdated(
