@@ -8,18 +8,19 @@ when its fused score is within the band of the best one besides the window the f
 nearly word for word, a bar evidence in other words seldom reaches). An episode of that band said hours after the
 statement (not the same chat, which goes on about other things) that the fact was not read from outdates it.
 
-Only the rules' own reading says a fact again: a restatement they read is the slot's newest statement, which keeps
-the turns of the statements just before it that said the same (supersede.py), so its windows are the fact's own
-and its date moves on. An episode that merely names the value is evidence about the same thing, not a restatement:
-a pet is named when it moves out ("mango now lives with my niece"), a city when it was left ("since leaving
-Berlin"), an old favourite when its new album disappoints, an ex when the user runs into him. Counting those as
-saying the fact again kept replaced values in profiles; it also kept current ones, so a profile now states fewer
-values, each with evidence no newer chat talked past (precision before coverage). A fact so outdated is marked
-`outdated_by` that episode, kept (history is never deleted), left out of the profile's current lines and ranked
-below that episode in recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. Relatives by
-blood, origins, birthdays and allergies are not marked at all (`LASTING`): later talk of them is no unread change.
-The marks are a pure function of the owner's episodes and the facts themselves: BM25 counts its IDF over those
-episodes only, since counting the profile too (which the marks shape) made the marks flip on every run.
+Only the rules' own reading says a fact again: a restatement they read is the slot's newest statement
+(supersede.py), so the fact is dated from it and its window is the fact's own; the windows of earlier statements,
+older than it, can outdate nothing (turn ids are unique within a conversation only, so those of another chat are not
+matched). An episode that merely names the value is evidence about the same thing, not a restatement: a pet is named
+when it moves out ("mango now lives with my niece"), a city when it was left ("since leaving Berlin"), an old
+favourite when its new album disappoints, an ex when the user runs into him. Counting those as saying the fact again
+kept replaced values in profiles; it also kept current ones, so a profile now states fewer values, each with
+evidence no newer chat talked past (precision before coverage). A fact so outdated is marked `outdated_by` that
+episode, kept (history is never deleted), left out of the profile's current lines and ranked below that episode in
+recall. A fact whose newer evidence goes away (it was forgotten) is unmarked. Relatives by blood, origins, birthdays
+and allergies are not marked at all (`LASTING`): later talk of them is no unread change. The marks are a pure
+function of the owner's episodes and the facts themselves: BM25 counts its IDF over those episodes only, since
+counting the profile too (which the marks shape) made the marks flip on every run.
 
 Dense similarity alone cannot decide this: the windows of one person's chats are all alike to the model (0.90 to
 0.94 in Chinese, whatever they are about), so a fact would be outdated by small talk. With its words in the query
@@ -54,8 +55,8 @@ class Item:
 
 
 def read_from(fact: MemoryEntry, episode: MemoryEntry) -> bool:
-    """Whether the episode is a window the fact was read from (its conversation, a shared turn): where it was
-    stated, or where the rules read it again (the slot's newest statement keeps the turns of those before it)."""
+    """Whether the episode is a window the fact was read from: its conversation (the newest statement's, when the
+    rules read it again) and a shared turn."""
     return fact.conversation_id == episode.conversation_id and bool(set(fact.source_turn_ids)
                                                                     & set(episode.source_turn_ids))
 

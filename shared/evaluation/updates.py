@@ -172,10 +172,11 @@ class Judged(BaseModel):
 def judge(story: Story, question: Question, texts: Sequence[str], kinds: Sequence[str]) -> Judged:
     """Where the answer and the outdated values rank among the recalled entries' texts (best first)."""
     answer = question.current if question.kind == "present" else question.expect
-    current = next((i for i, t in enumerate(texts, 1) if _holds(t, answer)), None)
+    said = [without_stated(t) for t in texts]  # a fact's "(stated 20 May 2023)" says when, and no figure of 20
+    current = next((i for i, t in enumerate(said, 1) if _holds(t, answer)), None)
     old = None
     if question.kind == "present" and question.old:
-        old = next((i for i, t in enumerate(texts, 1) if _holds(t, question.old) and not _holds(t, answer)), None)
+        old = next((i for i, t in enumerate(said, 1) if _holds(t, question.old) and not _holds(t, answer)), None)
     return Judged(story=story.id, language=story.language, change=story.change, category=story.category,
                   kind=question.kind, query=question.query, current_rank=current, old_rank=old,
                   top_kind=kinds[0] if kinds else None)
@@ -186,7 +187,7 @@ def stale_profile_lines(story: Story, profile_text: str | None) -> list[str]:
     if not profile_text:
         return []
     replaced = [v for q in story.questions if q.kind == "present" for v in q.old
-                if not any(v.casefold() in c.casefold() or c.casefold() in v.casefold() for c in q.current)]
+                if not any(_holds(c, [v]) or _holds(v, [c]) for c in q.current)]
     return [line for line in _statements(profile_text) if replaced and _holds(line, replaced)]
 
 

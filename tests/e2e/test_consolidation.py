@@ -199,8 +199,9 @@ async def test_the_profile_leaves_out_what_no_longer_holds(client: MemoryClient)
 
 async def test_a_profile_drops_a_partner_whose_ending_no_rule_read(client: MemoryClient) -> None:
     """Leopoldine, then Kasimir (read, superseding her), then a chat that ends it with Kasimir and goes back to
-    Leopoldine in words no rule reads. That chat names Kasimir, but beside the slot's other value: it is evidence of
-    a change, not a repeat, so "seeing Kasimir" is marked possibly outdated and no profile line states it."""
+    Leopoldine in words no rule reads. That chat names Kasimir, which is no restatement (only the rules' reading says
+    a fact again): it is evidence about the same thing, so "seeing Kasimir" is marked possibly outdated and no
+    profile line states it."""
     first = conversation([("Benedikt", "My girlfriend Leopoldine hates surprises."), ("Bo", "Plan ahead then.")],
                          "s1", MAY, user_id="benedikt")
     second = conversation([("Benedikt", "Leopoldine and I split. I've been seeing Kasimir."), ("Bo", "Big news.")],

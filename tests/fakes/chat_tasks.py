@@ -106,21 +106,22 @@ FACT_RULES: list[tuple[str, str, str, str]] = [  # pattern, attribute, value ("{
      "{s} has a {k} named {x}"),
     (rf"\bI have an? (?P<k>{PETS}) (?:called|named) (?P<x>[A-Z][\w-]*)", "pet:{k}", "{x}", "{s} has a {k} named {x}"),
     (r"\bI(?:'m| am) allergic to (?P<x>.+)", "allergy:{o}", "allergic", "{s} is allergic to {x}"),
-    (r"\b[Mm]y (?:new |current )?favou?rite (?P<k>[a-z]+) is (?:now )?(?P<x>.+)", "favourite:{k}", "{x}",
-     "{s}'s favourite {k} is {x}"),
+    (r"\b[Mm]y (?:new |current )?favou?rite (?P<k>[a-z]+) is (?:now )?(?!probably|maybe|not\b)(?P<x>.+)",
+     "favourite:{k}", "{x}", "{s}'s favourite {k} is {x}"),
     (r"\bI (?:really |also )?(?:love|like|enjoy|adore) (?P<x>.+)", "preference:{o}", "likes", "{s} likes {x}"),
     (r"\bI (?:really |also )?(?:hate|dislike) (?P<x>.+)", "preference:{o}", "dislikes", "{s} dislikes {x}"),
     (r"我(?:现在)?住在(?P<x>.+)", "lives_in", "{x}", "{s}住在{x}"),
     (r"我搬到了?(?P<x>.+)", "lives_in", "{x}", "{s}住在{x}"),
     (r"我在(?P<x>[^，。！？,.!?\s]+?)工作", "works_at", "{x}", "{s}在{x}工作"),
     (r"我是(?:一名|一位|一个)(?P<x>.+)", "occupation", "{x}", "{s}是{x}"),
-    (r"我(?:现在)?最(?:喜欢|爱)的(?P<k>[\u4e00-\u9fff]{1,4}?)(?:是|换成了?)(?P<x>[^了，。！？,.!?\s]+)",
+    (r"我(?:现在)?最(?:喜欢|爱)的(?P<k>(?:(?!不|没|可能|应该|是)[\u4e00-\u9fff]){1,4}?)(?:是|换成了?)(?P<x>[^了，。！？,.!?\s]+)",
      "favourite:{k}", "{x}", "{s}最喜欢的{k}是{x}"),
     (r"我(?:很|非常|特别)?喜欢(?P<x>.+)", "preference:{o}", "likes", "{s}喜欢{x}"),
     (r"我(?:很)?讨厌(?P<x>.+)", "preference:{o}", "dislikes", "{s}讨厌{x}"),
     (r"我对(?P<x>[^，。！？,.!?\s]+?)过敏", "allergy:{o}", "allergic", "{s}对{x}过敏"),
 ]
 PRONOUN_OBJECTS = word_set("it this that them you him her these those")
+FAVOURITE_KINDS = {"color": "colour", "film": "movie", "novel": "book", "writer": "author"}  # as the prompt's kinds
 
 
 def facts(doc: Payload) -> Payload:
@@ -135,7 +136,7 @@ def facts(doc: Payload) -> Payload:
                 if not match:
                     continue
                 x = _object(match.group("x"))
-                kind = match.groupdict().get("k") or ""
+                kind = FAVOURITE_KINDS.get(match.groupdict().get("k") or "", match.groupdict().get("k") or "")
                 if not x or x.lower() in PRONOUN_OBJECTS or not _slot(x):
                     continue
                 fact = {"subject": turn["speaker"], "attribute": attribute.format(k=kind, o=_slot(x)),

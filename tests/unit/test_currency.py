@@ -364,6 +364,9 @@ def test_a_newer_episode_about_the_same_thing_outdates_a_fact_and_its_own_window
     moved = hit("new flat in Graz", 0.6, 180, source_turn_ids=["t9"])
     small_talk = hit("thanks, bye", 0.3, 200, source_turn_ids=["t12"])
     assert outdated.mark(fact, [source, again, later_that_day, small_talk], band=0.5, rrf_k=3) is None
+    # a window sharing the fact's turn is its own, even dated past the gap (a long chat merged into one window)
+    merged = hit("merged window holding t5", 0.95, 95, source_turn_ids=["t5", "t7"])
+    assert outdated.mark(fact, [source, merged, later_that_day, small_talk], band=0.5, rrf_k=3) is None
     assert outdated.mark(fact, [source, again, moved, small_talk], band=0.5, rrf_k=3) == "new flat in Graz"
     assert outdated.mark(fact, [], band=0.5, rrf_k=3) is None
 
@@ -390,10 +393,9 @@ def test_the_band_is_measured_from_the_best_episode_the_fact_was_not_read_from()
 
 
 def test_naming_the_value_is_evidence_about_the_same_thing_not_a_restatement() -> None:
-    """A pet is named when it moves out, a city when it was left, an ex when the user runs into him: a later window
-    of the band that names the value, alone or beside another, outdates the fact like any evidence about the same
-    thing, and so does one after the evidence against it ("I still miss Vienna"). Only the rules' own reading says
-    the fact again (its windows, above)."""
+    """A pet is named when it moves out, or when a look-alike makes its owner sentimental: a later window of the
+    band that names the value outdates the fact like any evidence about the same thing, the earliest of them
+    first. Only the rules' own reading says the fact again (its windows, above)."""
     fact = hit("Kwame has a bird named Mango", 2.0, 0, kind="fact", value="Mango", source_turn_ids=["t1"]).entry
     source = hit("window of t1", 1.0, 0, source_turn_ids=["t1"])
     niece = hit("niece", 0.8, 180, source_turn_ids=["t5"], text="Kwame: mango now lives with my niece Abena")

@@ -125,7 +125,8 @@ def test_english_statements_give_their_fact(text: str, attribute: str, value: st
     ("我不喜欢香菜。", "preference:香菜", "dislikes"),
     ("我讨厌下雨天。", "preference:下雨天", "dislikes"),
     ("我最喜欢的水果是芒果。", "favourite:水果", "芒果"),
-    ("最近口味变了，现在最爱的书是百年孤独。", "favourite:书", "百年孤独"),
+    ("现在最爱的书是百年孤独。", "favourite:书", "百年孤独"),
+    ("我最喜欢的乐队一直是惘闻。", "favourite:乐队", "惘闻"),
     ("我现在最喜欢的乐队换成海朋森了！", "favourite:乐队", "海朋森"),
     ("我对花生过敏。", "allergy:花生", "allergic"),
     ("我对猫毛不过敏。", "allergy:猫毛", "not allergic"),
@@ -209,6 +210,14 @@ def test_chinese_statements_give_their_fact(text: str, attribute: str, value: st
     ("This is my favourite dish.", "favourite"),
     ("My favourite band's new album is out.", "favourite"),
     ("If Wet Leg is my favourite band, what else would I like?", "favourite"),
+    ("Once Wet Leg is my favourite band I'll buy the vinyl.", "favourite"),
+    ("Mia says Wet Leg is my favourite band.", "favourite"),
+    ("Nothing is my favourite food.", "favourite"),
+    ("Wet Leg is my favourite band no more.", "favourite"),
+    ("Jo is my favourite band's drummer.", "favourite"),
+    ("My favourite band is probably Wet Leg.", "favourite"),
+    ("Assuming I live in Berlin, what would change?", "lives_in"),
+    ("Hypothetically I moved to Berlin, what would change?", "lives_in"),
     # plans need a time that is not past
     ("I'm going to keep painting.", "plan"),
     ("I'm going to Japan someday.", "plan"),
@@ -264,6 +273,14 @@ def test_english_look_alikes_give_no_fact(text: str, attribute: str) -> None:
     ("阿梅说她现在最喜欢的剧变成狂飙了。", "favourite"),
     ("现在最喜欢的歌手就是他。", "favourite"),
     ("以前我最喜欢的乐队是五月天。", "favourite"),
+    ("我女儿今年三岁，最喜欢的动画片是小猪佩奇。", "favourite"),
+    ("我妹 最喜欢的乐队是五月天", "favourite"),
+    ("最喜欢的乐队是谁来着", "favourite"),
+    ("我最喜欢的菜不是火锅。", "favourite"),
+    ("我最喜欢的书可能是百年孤独。", "favourite"),
+    ("我男朋友说 我最喜欢的乐队是惘闻", "favourite"),
+    ("如果 我搬到上海 你觉得怎么样", "lives_in"),
+    ("以前 我住在北京 现在不是了", "lives_in"),
     ("我想下个月去日本。", "plan"),
     ("我打算去日本。", "plan"),
     ("我不打算下个月去日本。", "plan"),
@@ -355,8 +372,8 @@ def test_one_fact_per_slot_per_turn() -> None:
 
 
 def test_a_favourite_is_one_slot_per_kind_and_a_liking_one_per_object() -> None:
-    """A person has one favourite band at a time, so favourites share their kind's slot and a new one replaces the
-    old one; liking one thing never replaces liking another."""
+    """A person has one favourite band at a time, so favourites share their kind's slot (where the slot rules let a
+    newer one supersede the older); likings keep a slot per thing liked."""
     assert slots("My favourite band is Altin Gün.") == {"favourite:band": "Altin Gün"}
     assert slots("My favourite band is Mdou Moctar these days.") == {"favourite:band": "Mdou Moctar"}
     assert slots("I love Altin Gün. I also love Mdou Moctar.") == {"preference:altin gün": "likes",

@@ -4,10 +4,12 @@ import re
 from shared.compress.facts import changes, chinese_home, chinese_life, plans
 from shared.compress.facts.fact import Reader
 
+_SPLIT = re.compile(r"(?<=[。！？!?；;…])|\n+")
 # Chat often separates clauses with a space instead of a comma ("最喜欢的乐队是惘闻 他们今年有演出吗"): a space between
-# two Han characters ends a clause, so a question in one clause does not hide the statement in another.
-_SPLIT = re.compile(r"(?<=[。！？!?；;…])|\n+|(?<=[\u4e00-\u9fff])[ \u3000]+(?=[\u4e00-\u9fff])")
-_QUESTION = re.compile(r"吗|什么|怎么|为什么|哪里|哪儿|哪个|是不是|有没有|要不要|多少|几个")
+# two Han characters ends a clause, and a clause that asks is left out of its sentence, so it does not hide the
+# statement beside it, while the words before a statement ("如果 我搬到上海") still say what it is.
+_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff])[ \u3000]+(?=[\u4e00-\u9fff])")
+_QUESTION = re.compile(r"吗|什么|怎么|为什么|哪里|哪儿|哪个|是不是|有没有|要不要|多少|几个|谁|啥")
 # Words before a match that make it a supposition, a wish, a report or the past ("以前我住在北京"); "跟你说" (let me
 # tell you) is the speaker's own news, not a report.
 _NOT_PLAIN_BEFORE = re.compile(
@@ -20,9 +22,13 @@ _NOT_PLAIN_AFTER = re.compile(r"^(?:的)?时候|^时|^以前|^之前|^那年|^�
 
 
 def sentences(text: str) -> list[str]:
-    """`text` split after 。！？, at line breaks and at spaces between Han characters (the punctuation stays with its
-    sentence)."""
-    return [s.strip() for s in _SPLIT.split(text) if s and s.strip()]
+    """`text` split after 。！？ and at line breaks (the punctuation stays with its sentence), each without the
+    clauses that ask (split off at a space between Han characters) when some clause of it does not."""
+    out = []
+    for sentence in (s.strip() for s in _SPLIT.split(text) if s and s.strip()):
+        told = [c for c in _CLAUSE.split(sentence) if not is_question(c)]
+        out.append(" ".join(told) if told else sentence)
+    return out
 
 
 def is_question(sentence: str) -> bool:

@@ -24,9 +24,13 @@ _DEGREE = r"(?:也|还|真的|真|很|非常|特别|超级|超|一直|挺|蛮|�
 _LIKES = re.compile(r"我" + _DEGREE + r"(?:喜欢|热爱|喜爱|爱)")
 _DISLIKES = re.compile(r"我(?:也|还|真的|真|很|非常|特别|一点也|一点都|并|就|可|实在|最|是真的)*"
                        r"(?:不太喜欢|不是很喜欢|不喜欢|不爱|讨厌|受不了|厌恶)")
-# "我最喜欢的乐队是X", "现在最爱的书是X", "我现在最喜欢的乐队换成X了": the speaker's, said by 我 or opening the clause.
-_FAVOURITE = re.compile(r"(?:我|^|(?<=[，。！？!?,；;\s]))(?:现在|目前|最近|一直|还是|也)*最(?:喜欢|爱)的"
-                        r"(?P<what>(?![就是还也])" + HAN + r"{1,4}?)(?:就|还|也)?(?:是|换成了?|变成了?)")
+# "我最喜欢的乐队是X", "现在最爱的书是X", "我现在最喜欢的乐队换成X了": the speaker's, said by 我 or opening the
+# sentence (after a comma the subject may be whoever the clause before was about: "我女儿三岁，最喜欢的..."). The kind
+# holds no adverb or negation ("最喜欢的菜不是火锅", "...可能是..." say no favourite).
+_NOT_IN_KIND = r"(?!不|没|一直|应该|可能|已经|其实|大概|都|还|也|就|是)"
+_FAVOURITE = re.compile(r"(?:我|^)(?:现在|目前|最近|一直|还是|也)*最(?:喜欢|爱)的"
+                        r"(?P<what>(?:" + _NOT_IN_KIND + HAN + r"){1,4}?)(?:就|还|也|一直|已经)?"
+                        r"(?:是|换成了?|变成了?)")
 _ALLERGY = re.compile(r"我(?:也|还|一直)?对(?P<obj>[^，。！？!?,；\s]{1,10}?)(?P<neg>不再|已经不|不|没有)?过敏")
 _ZH_END = r"(?=$|[^\u4e00-\u9fff]|[了的已很也都就好多])"
 _DIETS = [

@@ -15,7 +15,8 @@ _NOT_PLAIN_BEFORE = re.compile(
     r"dreaming|dreamed|would|wouldn't|could|couldn't|might|should|shouldn't|want|wants|wanted|wanna|thinking|"
     r"considering|pretend|pretending|not sure|don't think|never|when|whenever|once|until|till|before|after|"
     r"someday|one day|probably|says|said|say|told|tells|thinks|thought|believes|believed|assume|assumes|assumed|"
-    r"heard|joke|joking|kidding|used to|pretended|lie|lied|lying|\w+'d)\b",
+    r"heard|joke|joking|kidding|used to|pretended|lie|lied|lying|assuming|hypothetically|hypothetical|"
+    r"theoretically|in theory|supposedly|think|\w+'d)\b",
     re.IGNORECASE)
 # A noun just before the match makes "I love" a relative clause ("doing something I love is awesome").
 _RELATIVE_BEFORE = re.compile(r"\b(?:something|anything|everything|nothing|thing|things|stuff|what|that|which|"

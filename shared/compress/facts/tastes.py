@@ -5,7 +5,7 @@ from datetime import datetime
 from shared.compress import dates
 from shared.compress.facts.fact import Fact, Hit, Said, object_key
 from shared.compress.facts.life import ADV, ME
-from shared.compress.facts.phrases import CAP_RUN, clean_name, object_phrase
+from shared.compress.facts.phrases import CAP_RUN, NOT_OBJECT_START, clean_name, object_phrase
 from shared.compress.facts.vocabulary import ACTIVITIES, SUBJECTS
 
 _DEGREE = r"(?:(?:really|absolutely|totally|just|truly|also|still|genuinely|honestly|seriously|do|especially) )*"
@@ -36,12 +36,17 @@ _FAVOURITE_OF = r"(?:(?:absolute|all-time|new|current) )*favou?rite "
 # "My favourite band is X", "my new favourite band of all time is X".
 _FAVOURITE = re.compile(r"\b[Mm]y " + _FAVOURITE_OF + _FAVOURITE_WHAT
                         + r"(?: (?:of all time|ever|in the (?:whole )?world|by (?:far|miles)))? (?:is|has to be) "
-                        r"(?:(?:now|still|definitely|probably|officially) )*")
-# "X is my favourite band (now)": the favourite first, as the sentence's subject.
-_FAVOURITE_FIRST = re.compile(r"^(?!(?i:if|when|unless|whether|maybe|perhaps|because|since|though|although)\b)"
-                              r"(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,3}?) (?:is|are) "
+                        r"(?:(?:now|still|definitely|officially) )*")
+# "X is my favourite band (now)": the favourite first, the whole subject of the sentence: a name (every word
+# capitalised, not a word that opens a clause: "Once Wet Leg is...", "Nothing is...") or a lower-case noun phrase.
+_FAVOURITE_FIRST = re.compile(r"^(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,2}?) (?:is|are) "
                               r"(?:(?:still|now|officially|definitely|easily|honestly|also) )*my " + _FAVOURITE_OF
-                              + _FAVOURITE_WHAT + r"\b")
+                              + _FAVOURITE_WHAT + r"(?![\w'’])(?! (?:no more|any ?more)\b)")
+_HEDGE = re.compile(r"(?:probably|maybe|perhaps|possibly|not|no longer|never)\b", re.IGNORECASE)
+_NOT_A_FAVOURITE = frozenset("""
+if when unless whether maybe perhaps because since though although once pretend imagine say guess nothing
+everything anything something none hypothetically apparently supposedly assuming suppose surely
+""".split())  # noqa: SIM905
 _FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
 # One slot per kind of favourite, however it is spelled.
 _FAVOURITE_KINDS = {"color": "colour", "film": "movie", "novel": "book", "writer": "author"}
@@ -112,17 +117,24 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
             hits.append(_preference(said, _uncapitalised(obj), True, match.start(), match.end()))
     for match in _FAVOURITE.finditer(sentence):
         rest = sentence[match.end():]
+        if _HEDGE.match(rest):  # "my favourite band is probably Wet Leg", "... is not Wet Leg"
+            continue
         name = _FAVOURITE_NAME.match(rest)
         obj = _named(name.group(0)) if name else object_phrase(rest)
         if obj:
             hits.append(_favourite(said, match.group("what"), obj, match.start(), match.end() + len(obj)))
     for match in _FAVOURITE_FIRST.finditer(sentence):
         said_obj = match.group("obj")
+        first = said_obj.removeprefix("The ").split()[0].lower()
+        if first in _NOT_A_FAVOURITE or first in NOT_OBJECT_START:
+            continue
         if _FAVOURITE_NAME.fullmatch(said_obj):
             obj = _named(said_obj)
-        else:  # a common noun must be the whole subject ("koshari is my favourite food", not "this is ...")
+        elif said_obj == said_obj.lower():  # a common noun, the whole subject ("koshari is my favourite food")
             obj = object_phrase(said_obj)
             obj = obj if obj == said_obj else None
+        else:  # names and other words mixed ("Mia says Wet Leg"): someone's report, not a favourite
+            obj = None
         if obj:
             hits.append(_favourite(said, match.group("what"), obj, match.start(), match.end()))
     return hits
