@@ -184,10 +184,13 @@ class Background:
 
     def finish(self) -> None:
         """End of the session: remove the container, or make sure it is never started (a build still running is
-        left to finish on its own; its layers are cached for the next run)."""
+        left to finish on its own; its layers are cached for the next run), and the build log's folder once the
+        build went well (a failure's message points to the log, which stays)."""
         with self.lock:
             self.finished = True
             stop_container()
+            if self.done.is_set() and self.error is None:
+                shutil.rmtree(self.log.parent, ignore_errors=True)
 
 
 
