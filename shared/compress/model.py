@@ -17,6 +17,9 @@ class Window(BaseModel):
     context: list[Turn] = Field(default_factory=list)  # precede `turns`; not sources of the entries
 
 
+_KEY_SEPARATOR = "\x1f"
+
+
 class Slot(BaseModel):
     """What a fact states: about whom (`subject`), which attribute, which value.
 
@@ -34,7 +37,12 @@ class Slot(BaseModel):
     @property
     def key(self) -> str:
         """The supersede key: the same key with another value is a newer statement of the same fact."""
-        return f"{self.subject.casefold()}\x1f{self.attribute}"
+        return f"{self.subject.casefold()}{_KEY_SEPARATOR}{self.attribute}"
+
+    @staticmethod
+    def attribute_of(key: str) -> str:
+        """The attribute a supersede key names (see `key`)."""
+        return key.rpartition(_KEY_SEPARATOR)[2]
 
 
 class Draft(BaseModel):

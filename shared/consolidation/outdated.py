@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from shared.compress.facts.render import named, without_stated
+from shared.compress.model import Slot
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
@@ -105,33 +106,33 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
 
     The window the fact was read from says it nearly word for word, so it takes the first rank of both searches and
     set the bar at its fused score: evidence in other words, a rank or two lower ("officially a Peoria resident"
-    after "I live in Dubuque"), fell just short of the band. The best of the other episodes sets it (the source's
-    score when there is no other). The scores are fused ranks, which say nothing of how far apart two episodes
-    are, so this widens the band by about a rank whenever the source comes first; counting the others' ranks
-    among themselves instead left more replaced values standing and marked more current facts on the dev halves.
+    after "I live in Dubuque"), fell just short of the band. The best of the other episodes sets it. The scores are
+    fused ranks, which say nothing of how far apart two episodes are, so this widens the band by about a rank
+    whenever the source comes first; counting the others' ranks among themselves instead left more replaced values
+    standing and marked more current facts on the dev halves.
 
     Scores are fused with ties sharing their rank (see `shared_ranks`). Among episodes of one score the earliest
     is named, then by conversation and turns: the same memory names the same episode in any tenant.
     """
     if not hits or not band:
         return None
-    score = shared_ranks(hits, rrf_k)
-    cut = (1.0 - band) * max((score[h.entry.id] for h in hits if not read_from(fact, h.entry)),
-                             default=max(score.values()) or 1.0)
-    order = sorted(hits, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
-                                        h.entry.source_turn_ids, h.entry.id))
+    score = shared_ranks(hits, rrf_k)  # over every hit: the source's ranks shape the others'
+    others = [h for h in hits if not read_from(fact, h.entry)]
+    if not others:
+        return None
+    cut = (1.0 - band) * max(score[h.entry.id] for h in others)
+    order = sorted(others, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
+                                          h.entry.source_turn_ids, h.entry.id))
     for hit in order:
-        episode = hit.entry
-        if (score[episode.id] >= cut and episode.occurred_at >= fact.occurred_at + MIN_GAP
-                and not read_from(fact, episode)):
-            return episode.id
+        if score[hit.entry.id] >= cut and hit.entry.occurred_at >= fact.occurred_at + MIN_GAP:
+            return hit.entry.id
     return None
 
 
 def lasting(fact: MemoryEntry) -> bool:
     """Whether the fact is of a kind no unread change replaces (`LASTING`), by its attribute or, for a statement
     the model put in a slot, its slot's."""
-    attribute = fact.attribute or (fact.slot_key or "").rpartition("\x1f")[2]
+    attribute = fact.attribute or Slot.attribute_of(fact.slot_key or "")
     kind, _, rest = attribute.partition(":")
     return kind in LASTING or f"{kind}:{rest.partition(':')[0]}" in LASTING
 

@@ -136,7 +136,8 @@ def facts(doc: Payload) -> Payload:
                 if not match:
                     continue
                 x = _object(match.group("x"))
-                kind = FAVOURITE_KINDS.get(match.groupdict().get("k") or "", match.groupdict().get("k") or "")
+                said_kind = match.groupdict().get("k") or ""
+                kind = FAVOURITE_KINDS.get(said_kind, said_kind)
                 if not x or x.lower() in PRONOUN_OBJECTS or not _slot(x):
                     continue
                 fact = {"subject": turn["speaker"], "attribute": attribute.format(k=kind, o=_slot(x)),

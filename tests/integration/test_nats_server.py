@@ -88,8 +88,7 @@ async def test_a_block_cancelled_while_its_server_starts_stops_the_server(tmp_pa
     finally:
         release.set()
         for server in started:  # what a failing run left behind
-            if server.process.poll() is None:
-                server.process.kill()
+            server.kill()
 
 
 def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(tmp_path: Path,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.compress.facts.render import without_stated
 from shared.consolidation import outdated
 from shared.embedding import Bm25Encoder
 from shared.store import EdgeStore, MemoryEntry, Scope, StoredEntry, Vectors, entry_id
@@ -118,7 +119,7 @@ async def test_a_relative_an_origin_a_birthday_or_an_allergy_is_never_marked_out
         marked = {f.entry.text: f.entry.outdated_by for f in facts}
         for change in await outdated.changes(store, scope, items, BM25, band=0.4, rrf_k=3):
             marked[change.entry.text] = change.payload["outdated_by"]
-        return {text.split(" (stated")[0]: by for text, by in marked.items()}
+        return {without_stated(text): by for text, by in marked.items()}
 
     with monkeypatch.context() as unlasting:  # the control: every fact is about what the news talks of
         unlasting.setattr(outdated, "LASTING", frozenset())

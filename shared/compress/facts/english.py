@@ -7,8 +7,9 @@ from shared.compress.facts.fact import Reader
 _SPLIT = re.compile(r"(?<=[.!?…])(?<!\bSt\.)(?<!\bMt\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bMrs\.)\s+|\n+")
 _FILLER = re.compile(r"^(?:(?:oh|so|and|but|well|hey|wow|yeah|yes|haha|lol|ok|okay|also|plus|anyway|btw|hmm|"
                      r"umm?|uh)\b[,!.]*\s*)+", re.IGNORECASE)
-_QUESTION_START = re.compile(r"^(?:do|does|did|are|is|was|were|have|has|had|can|could|would|will|should|shall|may|"
-                             r"might|am|what|where|when|why|how|who|which|whose|whom)\b", re.IGNORECASE)
+_QUESTION_WORDS = (r"do|does|did|are|is|was|were|have|has|had|can|could|would|will|should|shall|may|might|am|what|"
+                   r"where|when|why|how|who|which|whose|whom")
+_QUESTION_START = re.compile(r"^(?:" + _QUESTION_WORDS + r")\b", re.IGNORECASE)
 # Words before a match that make it a supposition, a wish, someone else's claim or a time other than now.
 _NOT_PLAIN_BEFORE = re.compile(
     r"\b(?:if|unless|whether|suppose|supposing|imagine|imagining|maybe|perhaps|wish|wished|hope|hoping|hoped|dream|"
@@ -31,9 +32,8 @@ _NOT_PLAIN_AFTER = re.compile(
 
 # Chat asks in the same sentence as it tells ("I just moved to Porto, any tips for a dentist?"): a clause that opens
 # a question after a comma or a dash is a sentence of its own, so the statement before it is read.
-_ASKS = (r"do|does|did|are|is|was|were|have|has|had|can|could|would|will|should|shall|may|might|am|what|where|when|"
-         r"why|how|who|which|whose|whom|so|and|but|also|btw|any|anyone|anybody|anything|tips|ideas|thoughts|"
-         r"suggestions|recommendations")
+_ASKS = (_QUESTION_WORDS + r"|so|and|but|also|btw|any|anyone|anybody|anything|tips|ideas|thoughts|suggestions|"
+         r"recommendations")
 _THEN_ASKED = re.compile(r"(?:,|\s[-–—])\s+(?=(?:" + _ASKS + r")\b[^.!?]*\?\s*$)", re.IGNORECASE)
 
 

@@ -43,7 +43,7 @@ def keywords_of(fact: Fact) -> list[str]:
     base = fact.attribute.split(":", 1)[0]
     words = _WORD.findall(fact.attribute.replace("_", " "))
     # A verdict ("likes") is no search term, and a Chinese plan's value runs its date into its words ("6月去日本").
-    if not verdict(fact.attribute) and not (base == "plan" and any(scripts.is_han(c) for c in fact.value)):
+    if base not in _VALUE_IS_A_VERDICT and not (base == "plan" and any(scripts.is_han(c) for c in fact.value)):
         words += _WORD.findall(fact.value)
     out: dict[str, None] = {}
     for word in words:
@@ -73,4 +73,3 @@ def named(attribute: str | None, value: str | None) -> str | None:
     "allergic"), the object its attribute holds ("preference:altin gün" names "altin gün")."""
     thing = (attribute or "").partition(":")[2]
     return thing if verdict(attribute) and thing else value
-

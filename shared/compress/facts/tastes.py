@@ -43,9 +43,9 @@ _FAVOURITE_FIRST = re.compile(r"^(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,2}?) 
                               r"(?:(?:still|now|officially|definitely|easily|honestly|also) )*my " + _FAVOURITE_OF
                               + _FAVOURITE_WHAT + r"(?![\w'’])(?! (?:no more|any ?more)\b)")
 _HEDGE = re.compile(r"(?:probably|maybe|perhaps|possibly|not|no longer|never)\b", re.IGNORECASE)
-_NOT_A_FAVOURITE = frozenset("""
-if when unless whether maybe perhaps because since though although once pretend imagine say guess nothing
-everything anything something none hypothetically apparently supposedly assuming suppose surely
+_NOT_A_FAVOURITE = NOT_OBJECT_START | frozenset("""
+if unless whether maybe perhaps because since though although once pretend imagine say guess none
+hypothetically apparently supposedly assuming suppose surely
 """.split())  # noqa: SIM905
 _FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
 # One slot per kind of favourite, however it is spelled.
@@ -123,21 +123,25 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
         obj = _named(name.group(0)) if name else object_phrase(rest)
         if obj:
             hits.append(_favourite(said, match.group("what"), obj, match.start(), match.end() + len(obj)))
-    for match in _FAVOURITE_FIRST.finditer(sentence):
-        said_obj = match.group("obj")
-        first = said_obj.removeprefix("The ").split()[0].lower()
-        if first in _NOT_A_FAVOURITE or first in NOT_OBJECT_START:
-            continue
-        if _FAVOURITE_NAME.fullmatch(said_obj):
-            obj = _named(said_obj)
-        elif said_obj == said_obj.lower():  # a common noun, the whole subject ("koshari is my favourite food")
-            obj = object_phrase(said_obj)
-            obj = obj if obj == said_obj else None
-        else:  # names and other words mixed ("Mia says Wet Leg"): someone's report, not a favourite
-            obj = None
-        if obj:
-            hits.append(_favourite(said, match.group("what"), obj, match.start(), match.end()))
+    first = _FAVOURITE_FIRST.match(sentence)
+    obj = _subject(first.group("obj")) if first else None
+    if first and obj:
+        hits.append(_favourite(said, first.group("what"), obj, first.start(), first.end()))
     return hits
+
+
+def _subject(said: str) -> str | None:
+    """The favourite a sentence opens with, when it is the whole subject: a name, or a lower-case noun phrase
+    ("koshari is my favourite food"); not a word that opens a clause, nor names and other words mixed ("Mia says
+    Wet Leg": someone's report)."""
+    if said.removeprefix("The ").split()[0].lower() in _NOT_A_FAVOURITE:
+        return None
+    if _FAVOURITE_NAME.fullmatch(said):
+        return _named(said)
+    if said == said.lower():
+        obj = object_phrase(said)
+        return obj if obj == said else None
+    return None
 
 
 def _named(run: str) -> str | None:
