@@ -1,46 +1,18 @@
 """`engram mcp` through the MCP SDK's own client (stdio, the command spawned as a subprocess): its tools, remember
 then recall, and that one tenant and user fixed at start are all it can reach."""
-import asyncio
-import socket
-import sys
-from typing import Any
+from pathlib import Path
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 from engram_client import MemoryClient
 from services.stack import Running
 from tests.support.ids import unique
+from tests.support.mcp import call, engram_mcp, free_port, http_server, mcp_command, refused
 from tests.support.memory import store_all
 from tests.support.polling import eventually
 from tests.support.turns import conversation
 
 TOOLS = {"recall", "remember", "list_entries", "forget"}
-
-
-def engram_mcp(nats_url: str, tenant: str, user: str) -> StdioServerParameters:
-    """`engram mcp` for one tenant and user, as an MCP client spawns it (stdio). The session is opened in the test
-    itself: the SDK's task groups must be entered and left in one task, which a fixture's teardown is not."""
-    return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "services.cli", "mcp", "--tenant", tenant, "--user", user, "--speaker", "Ana",
-              "--nats-url", nats_url],
-        env={"ENGRAM_LOG_LEVEL": "WARNING", "PATH": "/usr/bin:/bin"})
-
-
-async def call(session: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """A tool's structured result (the call must succeed)."""
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    content: dict[str, Any] = result.structured_content
-    return content
-
-
-async def refused(session: Client, tool: str, **arguments: Any) -> str:
-    """The text of a tool's error (the call must fail)."""
-    result = await session.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return " ".join(getattr(block, "text", "") for block in result.content)
 
 
 async def test_an_agent_remembers_and_recalls_within_its_tenant_and_user(stack: Running) -> None:
@@ -89,38 +61,12 @@ async def _remember_recall_and_isolation(session: Client, stack: Running, tenant
         assert (await stranger.entries(op="list", user_id=user)).entries
 
 
-async def test_the_streamable_http_transport_serves_the_same_tools(stack: Running) -> None:
+async def test_the_streamable_http_transport_serves_the_same_tools(stack: Running, tmp_path: Path) -> None:
     """`engram mcp --transport http` answers the SDK's client on /mcp: the same tools, a recall for its user."""
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli", "mcp", "--tenant", unique("mcp"), "--user", unique("user"),
-        "--nats-url", stack.nats_url, "--transport", "http", "--port", str(port),
-        env={"ENGRAM_LOG_LEVEL": "WARNING", "PATH": "/usr/bin:/bin"}, stderr=asyncio.subprocess.PIPE)
-    try:
-        await eventually(lambda: listening(port), timeout_s=30)
-        async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as session:
-            assert {t.name for t in (await session.list_tools()).tools} == TOOLS
-            found = await call(session, "recall", query="What is my dog called?")
-            assert found["entries"] == []
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.communicate(), timeout=30)
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-async def listening(port: int) -> bool:
-    """Whether something accepts TCP connections on the port."""
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    await writer.wait_closed()
-    return True
+    argv = mcp_command(stack.nats_url, unique("mcp"), unique("user"), "--transport", "http", "--port", str(port))
+    async with http_server(argv, port, tmp_path / "mcp.log"), \
+            Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=60) as session:
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        found = await call(session, "recall", query="What is my dog called?")
+        assert found["entries"] == []
