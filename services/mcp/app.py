@@ -12,11 +12,12 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from engram_client import MemoryClient
 from engram_client.contract import MAX_K, EntryKind, Role, Turn
 from engram_client.errors import EngramError, NotFound
+from services.mcp.auth import StaticTokenVerifier, auth_settings
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -82,15 +83,18 @@ def _tool_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
 
 def build_app(client: MemoryClient, user_id: str, conversation_id: str, *, speaker: str | None = None,
-              assistant: str = "assistant", name: str = "engram") -> MCPServer[Any]:
+              assistant: str = "assistant", name: str = "engram", token: SecretStr | None = None) -> MCPServer[Any]:
     """An MCP server whose tools act for `user_id` in the client's tenant.
 
     Args:
         conversation_id: the conversation `remember` adds turns to (fixed too: a model naming one could write into
             another user's conversation).
         speaker: the user's name in remembered turns (the user id by default).
+        token: the bearer token every HTTP request must carry (the SDK answers 401 without it); None: no check.
     """
-    server: MCPServer[Any] = MCPServer(name, instructions=INSTRUCTIONS)
+    server: MCPServer[Any] = MCPServer(
+        name, instructions=INSTRUCTIONS, token_verifier=StaticTokenVerifier(token) if token else None,
+        auth=auth_settings() if token else None)
 
     def memory(entry: Any) -> Memory:
         return Memory(id=entry.id, kind=entry.kind, text=entry.text, occurred_at=entry.occurred_at,
