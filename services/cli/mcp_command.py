@@ -45,7 +45,8 @@ def mcp(user: Annotated[str, typer.Option("--user", "-u", help="the user whose m
                                  "ENGRAM_MCP_TOKEN)")] = None) -> None:
     """Serve recall, remember, list_entries and forget to an agent over MCP, for one tenant and one user fixed here
     (the model never chooses them). stdio by default; --transport http serves streamable HTTP on /mcp, behind a
-    bearer token when one is configured (required off loopback)."""
+    bearer token when one is configured (required off loopback). forget shows what it would erase and erases only
+    once that is confirmed."""
     settings = load_settings()
     if transport not in ("stdio", "http"):
         raise typer.BadParameter(f"--transport {transport!r}: use stdio or http")

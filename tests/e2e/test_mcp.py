@@ -54,8 +54,10 @@ async def _remember_recall_and_isolation(session: Client, stack: Running, tenant
         assert "invalid_request" in await refused(session, "forget")
         assert "invalid_request" in await refused(session, "forget", entry_ids=["not-a-uuid"])
 
-        receipt = await call(session, "forget", everything=True)
-        assert receipt["verified"] and receipt["deleted_entries"] >= 1
+        preview = await call(session, "forget", everything=True)
+        assert not preview["erased"] and (await call(session, "list_entries"))["entries"]
+        receipt = await call(session, "forget", everything=True, confirm=preview["confirm"])
+        assert receipt["erased"] and receipt["verified"] and receipt["deleted_entries"] >= 1
         assert (await call(session, "list_entries"))["entries"] == []
         assert (await neighbour.entries(op="list", user_id=other_user)).entries
         assert (await stranger.entries(op="list", user_id=user)).entries

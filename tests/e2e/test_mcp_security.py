@@ -1,16 +1,24 @@
-"""`engram mcp` is safe to expose: off loopback it needs a bearer token and every request without it gets 401.
-Driven with the MCP SDK's own client against the command."""
+"""`engram mcp` is safe to expose: off loopback it needs a bearer token and every request without it gets 401; its
+tools say which only read and which destroys; `forget` erases nothing it has not shown first, and only once the user
+(elicitation) or the preview's own token confirms it. Driven with the MCP SDK's own client against the command."""
 import asyncio
 from pathlib import Path
+from typing import Any, Literal
 
 import httpx2
+import mcp_types
 import pytest
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 
+from engram_client import MemoryClient
+from engram_client.contract import Turn
 from services.stack import Running
 from tests.support.ids import unique
-from tests.support.mcp import call, free_port, http_server, mcp_command
+from tests.support.mcp import call, engram_mcp, free_port, http_server, mcp_command, refused
+from tests.support.memory import store_all
+from tests.support.turns import conversation
 
 TOKEN = "t0k3n-" + "x7Qp" * 8  # what a deployment would generate: long and random enough
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -91,6 +99,98 @@ async def test_a_token_guards_loopback_too(stack: Running, tmp_path: Path) -> No
         assert (await http.post(url, json=INITIALIZE, headers=authorized)).status_code == 200
 
 
+async def test_the_tools_say_which_only_read_and_which_destroys(stack: Running) -> None:
+    """forget is destructive (and not read-only; asked again with the same arguments it has no further effect);
+    recall and list_entries only read; remember adds without destroying."""
+    async with Client(engram_mcp(stack.nats_url, unique("mcp"), unique("user")), read_timeout_seconds=60) as session:
+        hints = {t.name: t.annotations for t in (await session.list_tools()).tools}
+    forget = hints["forget"]
+    assert forget is not None
+    assert (forget.destructive_hint, forget.read_only_hint, forget.idempotent_hint) == (True, False, True)
+    for name in ("recall", "list_entries"):
+        annotations = hints[name]
+        assert annotations is not None and annotations.read_only_hint is True, name
+    remember = hints["remember"]
+    assert remember is not None and (remember.read_only_hint, remember.destructive_hint) == (False, False)
+
+
+async def test_forget_erases_only_what_a_confirmed_preview_named(stack: Running) -> None:
+    """A client that cannot ask its user: forget without confirm erases nothing and names what would go (ids and
+    short texts, or everything of the user) with a token; the token of another request, a used one and a made-up
+    one are refused and erase nothing; the preview's own token erases exactly what it named."""
+    tenant, user = unique("mcp"), unique("user")
+    async with await MemoryClient.connect(stack.nats_url, tenant) as memory, \
+            Client(engram_mcp(stack.nats_url, tenant, user), read_timeout_seconds=60) as session:
+        locker, dog = await _two_entries(memory, user)
+
+        preview = await call(session, "forget", entry_ids=[locker.id])
+        assert not preview["erased"] and preview["deleted_entries"] == 0
+        assert [(e["id"], e["kind"]) for e in preview["entries"]] == [(locker.id, "episodic")]
+        assert "4417" in preview["entries"][0]["text"] and locker.id in preview["preview"]
+        assert preview["confirm"] and preview["confirm"] in preview["note"]
+        assert await _ids(memory, user) == {locker.id, dog.id}
+        assert "4417" in (await call(session, "recall", query="What is my locker code?"))["context"]
+
+        mismatch = await refused(session, "forget", entry_ids=[dog.id], confirm=preview["confirm"])
+        assert f"issued for the entries {locker.id}, not for the entries {dog.id}" in mismatch
+        assert "already used" in await refused(session, "forget", entry_ids=[locker.id], confirm=preview["confirm"])
+        assert "unknown" in await refused(session, "forget", entry_ids=[locker.id], confirm="made-up")
+        assert await _ids(memory, user) == {locker.id, dog.id}
+
+        preview = await call(session, "forget", entry_ids=[locker.id])
+        assert "issued for the entries" in await refused(session, "forget", everything=True,
+                                                         confirm=preview["confirm"])
+        preview = await call(session, "forget", entry_ids=[locker.id])
+        erased = await call(session, "forget", entry_ids=[locker.id], confirm=preview["confirm"])
+        assert erased["erased"] and erased["deleted_entries"] == 1 and erased["verified"]
+        assert await _ids(memory, user) == {dog.id}
+        assert "4417" not in (await call(session, "recall", query="What is my locker code?"))["context"]
+
+        everything = await call(session, "forget", everything=True)
+        assert not everything["erased"] and everything["entries"] == []
+        assert f"everything engram holds about user {user!r}" in everything["preview"]
+        assert "issued for everything" in await refused(session, "forget", entry_ids=[dog.id],
+                                                        confirm=everything["confirm"])
+        assert await _ids(memory, user) == {dog.id}
+        everything = await call(session, "forget", everything=True)
+        erased = await call(session, "forget", everything=True, confirm=everything["confirm"])
+        assert erased["erased"] and erased["verified"] and erased["deleted_entries"] >= 1
+        assert await _ids(memory, user) == set()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_forget_asks_the_user_when_the_client_can(stack: Running, mode: Literal["auto", "legacy"]) -> None:
+    """A client that declares elicitation is asked with the preview, no token is issued to it, and only the user's
+    "erase" erases: a decline and an answer not to erase leave the entry. On the current protocol (the question
+    rides an input-required result) and on the handshake-era one (a request to the client mid-call)."""
+    tenant, user = unique("mcp"), unique("user")
+    questions: list[str] = []
+    answers: list[mcp_types.ElicitResult] = []
+
+    async def ask_user(context: ClientRequestContext, params: Any) -> mcp_types.ElicitResult:
+        questions.append(params.message)
+        return answers.pop(0)
+
+    async with await MemoryClient.connect(stack.nats_url, tenant) as memory, \
+            Client(engram_mcp(stack.nats_url, tenant, user), read_timeout_seconds=60, mode=mode,
+                   elicitation_callback=ask_user) as session:
+        locker, dog = await _two_entries(memory, user)
+
+        answers.append(mcp_types.ElicitResult(action="decline"))
+        declined = await call(session, "forget", entry_ids=[locker.id])
+        assert not declined["erased"] and declined["confirm"] is None and "declined" in declined["note"]
+        assert locker.id in questions[-1] and "4417" in questions[-1]
+        answers.append(mcp_types.ElicitResult(action="accept", content={"erase": False}))
+        kept = await call(session, "forget", entry_ids=[locker.id])
+        assert not kept["erased"] and kept["confirm"] is None
+        assert await _ids(memory, user) == {locker.id, dog.id}
+
+        answers.append(mcp_types.ElicitResult(action="accept", content={"erase": True}))
+        erased = await call(session, "forget", entry_ids=[locker.id])
+        assert erased["erased"] and erased["deleted_entries"] == 1
+        assert await _ids(memory, user) == {dog.id} and len(questions) == 3
+
+
 async def _exit_of(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a command that should stop by itself: its exit code and its output (stdout and stderr, on one line: the
     console wraps it)."""
@@ -99,3 +199,19 @@ async def _exit_of(argv: list[str], env: dict[str, str] | None = None) -> tuple[
     output, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode is not None
     return proc.returncode, " ".join(output.decode(errors="replace").split())
+
+
+async def _two_entries(memory: MemoryClient, user: str) -> tuple[Any, Any]:
+    """Two episodes of the user, in two conversations: the locker code's and the dog's."""
+    for text in ("My locker code at the gym is 4417.", "My dog is called Pixel."):
+        turns: list[Turn] = conversation([("Ana", text)], conversation_id=unique("c"), user_id=user)
+        await store_all(memory, turns)
+    episodes = (await memory.entries(op="list", user_id=user, kind="episodic")).entries
+    by_text = {("locker" if "4417" in e.text else "dog"): e for e in episodes}
+    assert set(by_text) == {"locker", "dog"}, [e.text for e in episodes]
+    return by_text["locker"], by_text["dog"]
+
+
+async def _ids(memory: MemoryClient, user: str) -> set[str]:
+    """The ids of the user's episodes now."""
+    return {e.id for e in (await memory.entries(op="list", user_id=user, kind="episodic")).entries}

@@ -1,12 +1,16 @@
-"""`engram mcp`'s guards as plain functions: which addresses count as loopback, and the bearer token's checks."""
+"""`engram mcp`'s guards as plain functions: which addresses count as loopback, the bearer token's checks, and
+forget's confirm tokens (once, for one request, until they expire; a clock of the test's own)."""
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import SecretStr
 
 from services.mcp.auth import StaticTokenVerifier, checked_token, http_token, is_loopback
+from services.mcp.confirm import MAX_PENDING, Confirmations, Target
 from shared.errors import ConfigError
 from shared.settings import Settings
 
 TOKEN = SecretStr("s3cret-" + "k" * 20)
+ONE = Target(everything=False, entry_ids=("a",))
 
 
 @pytest.mark.parametrize(("host", "loopback"), [
@@ -50,3 +54,57 @@ async def test_the_verifier_accepts_exactly_the_token() -> None:
     assert access is not None and TOKEN.get_secret_value() not in access.model_dump_json()
     for other in ("", TOKEN.get_secret_value()[:-1], TOKEN.get_secret_value() + "k", "é" * 27):
         assert await verifier.verify_token(other) is None
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_confirm_token_confirms_its_request_once() -> None:
+    """The token of a preview confirms that request; used again, or for another request, it is refused."""
+    confirmations = Confirmations(clock=Clock())
+    issued = confirmations.issue(ONE)
+    confirmations.redeem(issued.token, ONE, "ana")
+    with pytest.raises(ToolError, match="unknown or already used"):
+        confirmations.redeem(issued.token, ONE, "ana")
+    other = confirmations.issue(ONE)
+    with pytest.raises(ToolError, match="issued for the entries a, not for everything engram holds about user 'ana'"):
+        confirmations.redeem(other.token, Target(everything=True), "ana")
+    with pytest.raises(ToolError, match="unknown or already used"):  # a refused token is gone too
+        confirmations.redeem(other.token, ONE, "ana")
+
+
+def test_a_confirm_token_expires() -> None:
+    """Past the TTL a token is refused as expired; just before it, it still confirms."""
+    clock = Clock()
+    confirmations = Confirmations(ttl_s=300, clock=clock)
+    late, in_time = confirmations.issue(ONE), confirmations.issue(ONE)
+    clock.now += 299.9
+    confirmations.redeem(in_time.token, ONE, "ana")
+    clock.now += 0.1
+    with pytest.raises(ToolError, match="expired"):
+        confirmations.redeem(late.token, ONE, "ana")
+
+
+def test_unconfirmed_previews_are_bounded() -> None:
+    """Previews nobody confirms do not pile up: expired ones go at the next preview, and past MAX_PENDING the oldest
+    token lapses."""
+    clock = Clock()
+    confirmations = Confirmations(ttl_s=300, clock=clock)
+    for _ in range(10):
+        confirmations.issue(ONE)
+    clock.now += 301
+    confirmations.issue(ONE)
+    assert len(confirmations) == 1
+    first = confirmations.issue(ONE)
+    for _ in range(MAX_PENDING):
+        confirmations.issue(ONE)
+    assert len(confirmations) == MAX_PENDING
+    with pytest.raises(ToolError, match="unknown"):
+        confirmations.redeem(first.token, ONE, "ana")
