@@ -13,6 +13,7 @@ from nats.js.errors import NotFoundError
 from bench.soak_load import Ledger
 from bench.soak_stack import SoakStack, rss_mb
 from engram_client import connection, subjects
+from engram_client.errors import EngramError
 from shared.messaging import streams
 from shared.working_memory import WorkingMemory
 
@@ -85,11 +86,13 @@ class Sampler:
         """Turns (and flushes) the ingestor has not yet acknowledged; None while NATS or the consumer is away."""
         assert self.nc is not None, "open() first"
         try:
-            info = await self.nc.jetstream().consumer_info(streams.turns_stream(PREFIX), DURABLE,
-                                                           timeout=PROBE_TIMEOUT_S)
-        except (NatsError, NotFoundError, TimeoutError):
+            behind = 0
+            for name in (await streams.tenant_streams(self.nc, PREFIX)).values():
+                info = await self.nc.jetstream().consumer_info(name, DURABLE, timeout=PROBE_TIMEOUT_S)
+                behind += (info.num_pending or 0) + (info.num_ack_pending or 0)
+        except (NatsError, NotFoundError, TimeoutError, EngramError):
             return None
-        return (info.num_pending or 0) + (info.num_ack_pending or 0)
+        return behind
 
     async def sample(self) -> Sample:
         """Take one sample now."""
@@ -145,8 +148,10 @@ class Sampler:
         tenants = sorted({t for t, _ in ledger.forgotten_users | ledger.forgotten_conversations})
         found = 0
         for tenant in tenants:
+            stream = await streams.holding(js, PREFIX, tenant)
             for subject in (subjects.turns(PREFIX, tenant), subjects.flush(PREFIX, tenant)):
-                found += len(await streams.matching(js, streams.turns_stream(PREFIX), subject, forgotten(tenant)))
+                if stream is not None:
+                    found += len(await streams.matching(js, stream.name, subject, forgotten(tenant)))
         return found
 
 

@@ -51,7 +51,7 @@ async def nats_url_for(settings: Settings) -> AsyncIterator[str]:
     if settings.nats_url:
         yield settings.nats_url
         return
-    async with nats_server.running(settings.nats_store_dir, settings.nats_port) as server:
+    async with nats_server.running(settings.nats_store_dir, settings.nats_port, settings.nats_config) as server:
         yield server.url
 
 

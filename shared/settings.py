@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     data_dir: Path = Path("data")
     nats_url: str | None = None               # None: start the embedded nats-server in data_dir/nats
     nats_port: int = Field(default=4222, ge=0, le=65535)  # embedded server's port; 0 picks a free one
+    # A nats-server configuration for the embedded server (accounts, TLS: deploy/nats/nats.conf and the accounts
+    # `engram tenants` renders beside it); None: an open server on loopback, for one machine and its own clients.
+    nats_config: Path | None = None
     # Replicas of every stream and key-value bucket engram creates; None: what the server allows (1 on a single
     # server, 3 on a JetStream cluster).
     nats_replicas: int | None = Field(default=None, ge=1, le=5)
@@ -104,6 +107,22 @@ class Settings(BaseSettings):
     recall_tenant_share: float = Field(default=0.5, gt=0, le=1)
     recall_tenant_queue: int = Field(default=64, ge=0, le=10_000)
     recall_queue_wait_s: float = Field(default=10.0, gt=0, le=600)
+
+    # Tenants (shared/tenancy). With a registry (`engram tenants` writes it), engram serves only its tenants, each
+    # with its own quota; these are every tenant's defaults. NATS enforces an account's connections, subscriptions
+    # and payload and a turns stream's bytes; engram the request and ingest rates (per replica).
+    tenants_file: Path | None = None          # tenants.json of `engram tenants`; None: every tenant, the defaults
+    tenant_max_connections: int = Field(default=64, ge=1)
+    tenant_max_subscriptions: int = Field(default=1_000, ge=10)
+    tenant_max_payload_bytes: int = Field(default=384 * 1024, ge=4096, le=64 * 1024 ** 2)  # a legal turn fits
+    tenant_turns_max_bytes: int = Field(default=1024 ** 3, ge=1024 ** 2)  # the tenant's retained turns
+    tenant_recall_per_s: float = Field(default=200.0, gt=0)
+    tenant_recall_burst: int = Field(default=400, ge=1)
+    tenant_requests_per_s: float = Field(default=20.0, gt=0)  # entries, forget and consolidate requests
+    tenant_requests_burst: int = Field(default=100, ge=1)
+    tenant_ingest_per_s: float = Field(default=500.0, gt=0)   # turns an ingestor takes from one tenant per second
+    tenant_max_unacked_turns: int = Field(default=1_000, ge=1)  # the tenant's consumer's slots
+    dlq_per_tenant: int = Field(default=10_000, ge=1)         # dead letters kept per tenant and service
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
 
     # Working memory and delivery

@@ -4,16 +4,17 @@ import os
 
 import typer
 
-from services.cli import commands, demo, docs, evaluate, mcp_command, serve
+from services.cli import certs, commands, demo, docs, evaluate, mcp_command, serve, tenants
 
 app = typer.Typer(help="engram: conversational memory over NATS and Qdrant.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 for command in (serve.up, serve.ingestor, serve.retriever, serve.consolidator, commands.ingest, commands.recall,
                 commands.entries, commands.forget, commands.consolidate, commands.rebuild, commands.contract,
-                demo.demo, mcp_command.mcp):
+                demo.demo, mcp_command.mcp, certs.certs):
     app.command()(command)
 app.add_typer(evaluate.app, name="eval")
 app.add_typer(docs.app, name="docs")
+app.add_typer(tenants.app, name="tenants")
 
 
 def main() -> None:

@@ -12,6 +12,8 @@ from shared.messaging import replies
 from shared.rebuild.run import rebuild
 from shared.runtime.health import Health
 from shared.settings import Settings
+from shared.tenancy.known import KnownTenants
+from shared.tenancy.limits import RequestLimits
 from shared.tracing import requests as traced
 
 QUEUE = "consolidator"
@@ -41,7 +43,9 @@ class Consolidator:
 
 def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
     """Attach the consolidator's handlers to the broker its caller opened (started by the result's start)."""
-    router = NatsRouter(middlewares=[*traced.middlewares(settings.subject_prefix), replies.middleware("consolidator")])
+    limits = RequestLimits(KnownTenants.from_settings(settings))
+    router = NatsRouter(middlewares=[*traced.middlewares(settings.subject_prefix),
+                                     replies.middleware("consolidator", limits)])
     wait_s = settings.lease_ttl_s
 
     @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE,

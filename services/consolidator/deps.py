@@ -86,7 +86,7 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
     try:
         js = nc.jetstream()
         replicas = streams.replicas(connection.server_info(nc), settings.nats_replicas)
-        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s, replicas)
+        await streams.ensure(js, settings.subject_prefix, replicas, settings.dlq_per_tenant)
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s,
                                                   replicas=replicas)
         publish = events.publisher(nc, settings.subject_prefix)

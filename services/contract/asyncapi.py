@@ -105,15 +105,20 @@ def asyncapi(settings: Settings | None = None) -> dict[str, Any]:
     component_messages["PubAck"] = {"name": "PubAck", "title": "PubAck", "contentType": "application/json",
                                     "summary": "The stream stored the message (or had it already)",
                                     "payload": _ref("components", "schemas", "PubAck")}
-    jetstream = {"stream": streams.turns_stream(PREFIX), "subjects": streams.turns_subjects(PREFIX),
+    jetstream = {"stream": streams.turns_stream(PREFIX, "{tenant}"),
+                 "subjects": [subjects.turns(PREFIX), subjects.flush(PREFIX)],
                  "retention": "limits", "storage": "file", "max_age_s": streams.DEFAULT_TURN_RETENTION_S,
-                 "duplicate_window_s": streams.TURNS_DUPLICATE_WINDOW_S, "consumer": streams.INGESTOR_DURABLE}
+                 "duplicate_window_s": streams.TURNS_DUPLICATE_WINDOW_S, "discard": "new",
+                 "consumer": streams.INGESTOR_DURABLE,
+                 "description": "one stream per tenant, made on its first message: its de-duplication window, "
+                                "its storage quota (max_bytes) and its consumer are its own"}
 
     channels["pubAck"] = {"address": None, "description": "The publisher's reply subject: JetStream answers there.",
                           "messages": {"PubAck": _ref("components", "messages", "PubAck")}}
     for key, msg, subject, what in [
             ("turns", TURN, subjects.turns(PREFIX), "Chat turns, at least once; publish with `Nats-Msg-Id` = "
-             "`<tenant>:<conversation_id>:<turn_id>` so JetStream drops a duplicate."),
+             "`<tenant>:<conversation_id>:<turn_id>` so JetStream drops a duplicate (within the tenant's own "
+             "stream: another tenant's ids never collide with it)."),
             ("flush", FLUSH, subjects.flush(PREFIX), "Close a conversation's open window; in the turns' stream, "
              "so it is ordered after the turns it closes.")]:
         component_messages[msg.name] = _message(msg, "TurnHeaders" if msg is TURN else None)

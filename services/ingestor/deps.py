@@ -1,5 +1,5 @@
-"""What an ingestor opens: one NATS connection (streams, working memory, events), the passage embedder, the
-compressor and BM25, over a store its caller shares."""
+"""What an ingestor opens: one NATS connection (streams, working memory, events), the tenants and their quotas, the
+passage embedder, the compressor and BM25, over a store its caller shares."""
 import asyncio
 import contextlib
 import logging
@@ -19,6 +19,7 @@ from shared.messaging.connection import server_info
 from shared.messaging.security import nats_security
 from shared.settings import Settings
 from shared.store import Store
+from shared.tenancy.known import KnownTenants
 from shared.working_memory import WorkingMemory
 from shared.working_memory import buffer as buffers
 
@@ -35,6 +36,9 @@ class IngestorDeps:
     working_memory: WorkingMemory
     writer: Writer
     name: str  # of this replica's NATS connection
+    tenants: KnownTenants
+    replicas: int  # of the streams it makes
+    legacy: bool   # the legacy stream of every tenant's turns exists (no tenant streams are made meanwhile)
     llm: LlmClient | None = None
 
     async def ready(self) -> str | None:
@@ -55,7 +59,12 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
         await _warm_up(embedder)
         js = nc.jetstream()
         replicas = streams.replicas(server_info(nc), settings.nats_replicas)
-        await streams.ensure(js, settings.subject_prefix, settings.turn_retention_s, replicas)
+        await streams.ensure(js, settings.subject_prefix, replicas, settings.dlq_per_tenant)
+        legacy = await streams.legacy(js, settings.subject_prefix)
+        if legacy is not None:
+            log.warning("stream %s holds every tenant's turns (an engram from before): engram keeps consuming it, "
+                        "but de-duplication, storage quotas and ingestion are not per tenant until it is migrated; "
+                        "see docs/operations/upgrades.md", streams.legacy_turns_stream(settings.subject_prefix))
         working_memory = await WorkingMemory.open(js, settings.subject_prefix, ttl_s=settings.working_memory_ttl_s,
                                                   replicas=replicas)
         buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
@@ -63,7 +72,8 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
         compressor, facts = compression(settings, llm)
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), store, facts=facts)
         yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer, name=name,
-                           llm=llm)
+                           tenants=KnownTenants.from_settings(settings), replicas=replicas,
+                           legacy=legacy is not None, llm=llm)
     finally:
         if embedder is not None:
             await embedder.close()

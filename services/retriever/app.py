@@ -10,6 +10,8 @@ from shared.retrieval.fairness import FairQueue, admitted
 from shared.retrieval.serving import entries_in_turn, recall_in_turn
 from shared.runtime.health import Health
 from shared.settings import Settings
+from shared.tenancy.known import KnownTenants
+from shared.tenancy.limits import RequestLimits
 from shared.tracing import requests as traced
 
 QUEUE = "retriever"
@@ -32,7 +34,8 @@ class Retriever:
 def build(settings: Settings, deps: RetrieverDeps) -> Retriever:
     """Attach the retriever's handlers to the broker its caller opened (started by the result's start)."""
     prefix = settings.subject_prefix
-    router = NatsRouter(middlewares=[*traced.middlewares(prefix), replies.middleware("retriever")])
+    limits = RequestLimits(KnownTenants.from_settings(settings))
+    router = NatsRouter(middlewares=[*traced.middlewares(prefix), replies.middleware("retriever", limits)])
     # A tenant over its share of a handler's workers waits in its own queue (fairness.py), so one tenant's flood
     # cannot hold them all, and its own requests are served in order; the subscriber admits the waiting ones too.
     recalls, lookups = (FairQueue(kind, settings.recall_workers, settings.recall_tenant_share,

@@ -31,6 +31,7 @@ from shared.consolidation.profile import profile_id
 from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.messaging.events import Publish
+from shared.messaging.streams import TurnsStream
 from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 from shared.store.model import SparseVector, Vectors
 from shared.working_memory import WorkingMemory
@@ -56,9 +57,12 @@ class Places:
 async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
     """Delete the subject of `request` everywhere, then check that nothing of it is left (see the module doc)."""
     check_tenant(request, tenant)
+    stream = await streams.holding(places.js, places.prefix, tenant)
     if request.entry_ids is None:  # first, so that a turn or window in flight cannot bring the subject back
-        with transient("reading the turns stream's last sequence"):
-            last_seq = (await places.js.stream_info(streams.turns_stream(places.prefix))).state.last_seq
+        last_seq = 0
+        if stream is not None:
+            with transient("reading the turns stream's last sequence"):
+                last_seq = (await places.js.stream_info(stream.name)).state.last_seq
         await places.working_memory.forgotten.mark(tenant, through_seq=last_seq, user_id=request.user_id,
                                                    conversation_id=request.conversation_id)
     deleted = DeletedCounts()
@@ -66,26 +70,28 @@ async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
     for attempt in range(PASSES):
         if attempt:
             await asyncio.sleep(RECHECK_WAIT_S)
-        deleted = _add(deleted, await _delete(places, tenant, request))
-        remaining = await _remaining(places, tenant, request)
+        deleted = _add(deleted, await _delete(places, tenant, request, stream))
+        remaining = await _remaining(places, tenant, request, stream)
         if remaining == DeletedCounts():
             break
     return ForgetResult(deleted=deleted, remaining=remaining, verified=remaining == DeletedCounts())
 
 
-async def _delete(places: Places, tenant: str, request: Forget) -> DeletedCounts:
+async def _delete(places: Places, tenant: str, request: Forget, stream: TurnsStream | None) -> DeletedCounts:
     queued = dead = buffers = texts = 0
-    if request.entry_ids is not None:  # their turns go from the stream too, so no rebuild derives them again
+    if request.entry_ids is not None and stream is not None:
+        # Their turns go from the stream too, so no rebuild derives them again.
         sources = {(e.conversation_id, t) for e in await places.store.get(Scope(tenant_id=tenant),
                                                                            list(request.entry_ids))
                    for t in e.source_turn_ids}
         if sources:
-            queued += await streams.delete_matching(places.js, streams.turns_stream(places.prefix),
-                                                    subjects.turns(places.prefix, tenant), turns_among(sources))
+            queued += await streams.delete_matching(places.js, stream.name, subjects.turns(places.prefix, tenant),
+                                                    turns_among(sources))
     if request.entry_ids is None:
         match = about(request)
         for subject in (subjects.turns(places.prefix, tenant), subjects.flush(places.prefix, tenant)):
-            queued += await streams.delete_matching(places.js, streams.turns_stream(places.prefix), subject, match)
+            if stream is not None:
+                queued += await streams.delete_matching(places.js, stream.name, subject, match)
         dead = await streams.delete_matching(places.js, streams.dlq_stream(places.prefix),
                                              subjects.dlq(places.prefix, tenant), match)
         buffers, texts = await _forget_working_memory(places.working_memory, tenant, request)
@@ -193,7 +199,7 @@ async def erase(store: Store, publish: Publish, scope: Scope, ids: list[str], re
         await store.delete(scope, chunk)
 
 
-async def _remaining(places: Places, tenant: str, request: Forget) -> DeletedCounts:
+async def _remaining(places: Places, tenant: str, request: Forget, stream: TurnsStream | None) -> DeletedCounts:
     """What a check finds of the subject now, in every place (all zero when forgetting is complete)."""
     scope = _scope(tenant, request)
     if request.entry_ids is not None:
@@ -202,8 +208,9 @@ async def _remaining(places: Places, tenant: str, request: Forget) -> DeletedCou
     probe = Vectors(dense=[1.0] + [0.0] * (places.dim - 1), sparse=SparseVector(indices=[], values=[]))
     recalled = await places.store.search(scope, probe, using="dense", limit=1)  # any vector finds what is there
     match = about(request)
-    queued = sum([len(await streams.matching(places.js, streams.turns_stream(places.prefix), subject, match))
-                  for subject in (subjects.turns(places.prefix, tenant), subjects.flush(places.prefix, tenant))])
+    queued = 0 if stream is None else sum(
+        [len(await streams.matching(places.js, stream.name, subject, match))
+         for subject in (subjects.turns(places.prefix, tenant), subjects.flush(places.prefix, tenant))])
     dead = len(await streams.matching(places.js, streams.dlq_stream(places.prefix),
                                       subjects.dlq(places.prefix, tenant), match))
     if request.conversation_id is not None:

@@ -20,7 +20,7 @@ from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError, KeyW
 from nats.js.kv import KeyValue
 
 from engram_client.errors import Unavailable
-from shared.messaging import streams
+from shared.messaging import streams, untrusted
 from shared.runtime import metrics
 
 log = logging.getLogger("engram.lease")
@@ -47,12 +47,24 @@ class LastRun:
     full_slot: int = -1             # the slot of the last scheduled run that went over every owner
 
     @classmethod
-    def parse(cls, value: bytes | None) -> "LastRun":
-        """From the bucket's JSON (records written before `started_at` existed read as full runs due)."""
-        data = json.loads(value or b"{}")
-        started = data.get("started_at")
-        return cls(slot=int(data.get("slot", -1)), started_at=datetime.fromisoformat(started) if started else None,
-                   fingerprint=data.get("fingerprint"), full_slot=int(data.get("full_slot", -1)))
+    def parse(cls, value: bytes | None, key: str = "") -> "LastRun":
+        """From the bucket's JSON (records written before `started_at` existed read as full runs due); a record
+        that does not parse is reported and reads as never run, so the tenant's next run is a full one and writes a
+        good record over it."""
+        return untrusted.read(_last_run, value, "runs", key) or cls(slot=-1)
+
+
+def _last_run(value: bytes) -> LastRun:
+    data = json.loads(value)
+    started = data.get("started_at")
+    fingerprint = data.get("fingerprint")
+    if not isinstance(fingerprint, str | None):
+        raise TypeError("a run's fingerprint is not a string")
+    started_at = datetime.fromisoformat(started) if started else None
+    if started_at is not None and started_at.tzinfo is None:
+        raise ValueError("a run's start has no zone")
+    return LastRun(slot=int(data.get("slot", -1)), started_at=started_at, fingerprint=fingerprint,
+                   full_slot=int(data.get("full_slot", -1)))
 
 
 class LeaseLost(Unavailable):
@@ -150,13 +162,13 @@ class Leases:
             entry = await self._runs.get(tenant)
         except KeyNotFoundError:
             return LastRun(slot=-1)
-        return LastRun.parse(entry.value)
+        return LastRun.parse(entry.value, tenant)
 
     async def last_runs(self) -> dict[str, LastRun]:
         """Every tenant's record, read in one pass over the bucket (one request per tenant would make a pass over
         10,000 tenants take seconds), and whole: a tenant missing from it would be taken for a new one."""
         records = await streams.kv_entries(self._js, self._runs_bucket, ">")
-        return {tenant: LastRun.parse(value) for tenant, value in records.items()}
+        return {tenant: LastRun.parse(value, tenant) for tenant, value in records.items()}
 
     async def first_seen(self, tenant: str, slot: int) -> None:
         """Record a tenant seen for the first time (its first run is due from the next slot), unless a record is

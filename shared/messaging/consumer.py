@@ -7,76 +7,73 @@ every fetched message, in stream order, through shared.messaging.deadletter.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
+from nats.js.errors import NotFoundError
 
 from shared.messaging.deadletter import Handler, Settler
-from shared.runtime import metrics
 
 log = logging.getLogger("engram.consumer")
-LAG_INTERVAL_S = 5.0  # how often a replica reads its consumer's pending and redelivered counts from JetStream
+FETCH_WAIT_S = 2.0  # how long one pull waits on the server for messages (an idle tenant costs a pull this often)
+
+Pace = Callable[[int], Awaitable[None]]  # called with each batch's size before it is handled; may wait
 
 
 class PullConsumer:
     """One replica's loop over a durable consumer that every replica shares (each message goes to one of them)."""
 
     def __init__(self, js: JetStreamContext, stream: str, config: ConsumerConfig, settler: Settler,
-                 handle: Handler, batch: int) -> None:
+                 handle: Handler, batch: int, pace: Pace | None = None) -> None:
         self._js = js
-        self._stream = stream
+        self.stream = stream
         self._config = config
         self._settler = settler
         self._handle = handle
         self._batch = batch
+        self._pace = pace
         self._subscription: JetStreamContext.PullSubscription | None = None
         self.stopping = asyncio.Event()
+        self.gone = asyncio.Event()  # the stream was deleted (its tenant removed): the loop ended for good
         self.task: asyncio.Task[None] | None = None
-        self._lag: asyncio.Task[None] | None = None
+
+    @property
+    def durable(self) -> str:
+        """The durable consumer's name."""
+        assert self._config.durable_name is not None
+        return self._config.durable_name
 
     async def start(self) -> "asyncio.Task[None]":
         """Create (or update) the durable consumer and start pulling; returns the loop's task."""
-        assert self._config.durable_name is not None
-        await self._js.add_consumer(self._stream, self._config)
-        self._subscription = await self._js.pull_subscribe_bind(self._config.durable_name, stream=self._stream)
-        self.task = asyncio.create_task(self._loop(self._subscription), name=f"consumer-{self._config.durable_name}")
-        self._lag = asyncio.create_task(self._report_lag(self._config.durable_name), name="consumer-lag")
+        await self._js.add_consumer(self.stream, self._config)
+        self._subscription = await self._js.pull_subscribe_bind(self.durable, stream=self.stream)
+        self.task = asyncio.create_task(self._loop(self._subscription), name=f"consumer-{self.stream}")
         return self.task
-
-    async def _report_lag(self, durable: str) -> None:
-        """Export what JetStream says of the consumer: not yet delivered, unacknowledged, delivered again."""
-        while not self.stopping.is_set():
-            try:
-                info = await self._js.consumer_info(self._stream, durable)
-            except Exception as exc:  # NATS away: the gauges keep their last reading until it is back
-                log.debug("reading %s's consumer info failed: %s", durable, exc)
-            else:
-                metrics.consumer_pending.labels(durable).set(info.num_pending or 0)
-                metrics.consumer_ack_pending.labels(durable).set(info.num_ack_pending or 0)
-                metrics.consumer_redelivered.labels(durable).set(info.num_redelivered or 0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), LAG_INTERVAL_S)
 
     async def _loop(self, subscription: JetStreamContext.PullSubscription) -> None:
         # A stop flag, not only cancellation: nats-py's fetch can turn a cancel into a timeout.
         while not self.stopping.is_set():
             try:
-                batch = await subscription.fetch(self._batch, timeout=1.0)
+                batch = await subscription.fetch(self._batch, timeout=FETCH_WAIT_S)
             except (NatsTimeout, TimeoutError):
                 continue
+            except NotFoundError:  # the stream or its consumer is gone: nothing more will come
+                log.info("stream %s or its consumer is gone; its loop ends", self.stream)
+                self.gone.set()
+                return
             except Exception as exc:  # a reconnect or a server hiccup: unacked messages come back later
-                log.warning("fetching from %s failed (%s: %s); retrying in 1 s", self._stream, type(exc).__name__, exc)
+                log.warning("fetching from %s failed (%s: %s); retrying in 1 s", self.stream, type(exc).__name__, exc)
                 await asyncio.sleep(1.0)
                 continue
+            if self._pace is not None:
+                await self._pace(len(batch))
             await self._settler.run(batch, self._handle)
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Finish the batch in hand (up to `timeout_s`), then stop; unacked messages go to another replica."""
         self.stopping.set()
-        if self._lag is not None:
-            self._lag.cancel()
-            await asyncio.gather(self._lag, return_exceptions=True)
         if self.task is not None:
             _, pending = await asyncio.wait([self.task], timeout=timeout_s)
             for task in pending:

@@ -80,13 +80,14 @@ class EmbeddedNats:
 
 
 def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: float = 15.0,
-          config: Path | None = None) -> EmbeddedNats:
+          config: Path | None = None, monitor_port: int | None = None) -> EmbeddedNats:
     """Start nats-server with JetStream storing in `store_dir` and wait until it says it is ready.
 
     Args:
         port: 0 picks a free port (another, if a process takes the one picked before the server binds it).
         config: a nats-server configuration file (accounts, TLS...); the address and port above win, and it must
             not set `jetstream.store_dir` (nats-server refuses a store given twice; the one above is used).
+        monitor_port: the monitoring port, over the configuration's (0 picks a free one; None keeps it).
     """
     store_dir.mkdir(parents=True, exist_ok=True)
     if port and _accepts(host, port):
@@ -94,7 +95,8 @@ def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: fl
                           f"or ENGRAM_NATS_URL=nats://{host}:{port} to use the server already there")
     deadline = time.monotonic() + timeout_s
     for _ in range(PORT_TRIES if not port else 1):
-        server = _launch(store_dir, port or free_port(host), host, deadline, config)
+        server = _launch(store_dir, port or free_port(host), host, deadline, config,
+                         free_port(host) if monitor_port == 0 else monitor_port)
         if server is not None:
             log.info("embedded nats-server listening", extra={"url": server.url, "store": str(store_dir)})
             return server
@@ -104,7 +106,8 @@ def start(store_dir: Path, port: int = 0, host: str = "127.0.0.1", timeout_s: fl
     raise Unavailable(f"nats-server found no free port on {host} in {PORT_TRIES} tries")
 
 
-def _launch(store_dir: Path, port: int, host: str, deadline: float, config: Path | None) -> EmbeddedNats | None:
+def _launch(store_dir: Path, port: int, host: str, deadline: float, config: Path | None,
+            monitor_port: int | None) -> EmbeddedNats | None:
     """Start nats-server on `port` and wait until it says it is ready; None if another process took the port first.
 
     Ready is what the server's own log says, not a connection that succeeds: a port picked free a moment ago may be
@@ -113,7 +116,8 @@ def _launch(store_dir: Path, port: int, host: str, deadline: float, config: Path
     log_file = store_dir / "nats-server.log"
     seen = log_file.stat().st_size if log_file.exists() else 0  # a restart appends to the last run's log
     cmd = [str(find_binary()), "--jetstream", "--store_dir", str(store_dir), "--addr", host, "--port", str(port),
-           "--log", str(log_file), *(("--config", str(config)) if config else ())]
+           "--log", str(log_file), *(("--config", str(config)) if config else ()),
+           *(("--http_port", str(monitor_port)) if monitor_port is not None else ())]
     # start_new_session keeps a Ctrl-C in the terminal from killing the server before engram drains.
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True, env=os.environ.copy())
@@ -149,9 +153,9 @@ async def _through_cancellations(work: asyncio.Future[T]) -> T:
 
 
 @contextlib.asynccontextmanager
-async def running(store_dir: Path, port: int = 0) -> AsyncIterator[EmbeddedNats]:
-    """Run an embedded nats-server for the duration of the block."""
-    starting = asyncio.ensure_future(asyncio.to_thread(start, store_dir, port))
+async def running(store_dir: Path, port: int = 0, config: Path | None = None) -> AsyncIterator[EmbeddedNats]:
+    """Run an embedded nats-server for the duration of the block (with a configuration file when given)."""
+    starting = asyncio.ensure_future(asyncio.to_thread(start, store_dir, port, "127.0.0.1", 15.0, config))
     try:
         server = await asyncio.shield(starting)
     except asyncio.CancelledError:  # the thread starts it all the same (in a session of its own): stop it

@@ -1,5 +1,14 @@
-"""Request-reply: any failure becomes an `error{code, message}` reply, so callers never wait for a timeout."""
+"""Request-reply: any failure becomes an `error{code, message}` reply, so callers never wait for a timeout; and engram
+answers only on inboxes.
+
+A request names the subject its answer goes to, and a service that answers `msg.reply` writes wherever that points:
+a reply subject naming one of engram's key-value buckets (`$KV.…`), the JetStream API (`$JS.…`), a tenant's
+subjects (`mem.…`) or engram's own (`_ENGRAM.…`) would make engram write its answer there. So a request whose reply
+subject is not an inbox (`_INBOX.…`, `_INBOX_<tenant>.…`, or `_R_.…`, the reply NATS maps a request that crossed
+from a product's account onto) is not handled at all: it is counted (`engram_replies_refused_total`) and logged.
+"""
 import logging
+import re
 import time
 from typing import Any
 
@@ -13,12 +22,26 @@ from engram_client.contract.failures import error_body
 from engram_client.errors import RETRY_AFTER_HEADER
 from shared.errors import OverShare
 from shared.runtime import logs, metrics
+from shared.tenancy.limits import OverRate, RequestLimits
 
 log = logging.getLogger("engram.replies")
+_INBOX = re.compile(r"(?:_INBOX|_INBOX_[A-Za-z0-9_-]{1,64}|_R_)\.[A-Za-z0-9_-]{1,128}(?:\.[A-Za-z0-9_-]{1,128}){0,7}")
 
 
-def middleware(service: str) -> type[BaseMiddleware]:
-    """A FastStream middleware that turns exceptions into error replies and logs one line per request."""
+def answerable(reply: str) -> bool:
+    """Whether engram may publish an answer on `reply`: an inbox, and nothing else."""
+    return len(reply) <= 512 and _INBOX.fullmatch(reply) is not None
+
+
+def refused(reply: str, service: str) -> None:
+    """Count and log a request left unanswered because its reply subject is not an inbox."""
+    metrics.replies_refused_total.labels(service).inc()
+    log.warning("not answering a request whose reply subject %r is not an inbox", reply[:200])
+
+
+def middleware(service: str, limits: RequestLimits | None = None) -> type[BaseMiddleware]:
+    """A FastStream middleware that answers only inboxes, checks the tenant's request limits, turns exceptions into
+    error replies and logs one line per request."""
 
     class ErrorReplies(BaseMiddleware):
         """Answers every failure with `error{code, message}`, counts and logs every request."""
@@ -27,15 +50,21 @@ def middleware(service: str) -> type[BaseMiddleware]:
             """Run the handler; whatever it raises becomes the reply."""
             subject = str(getattr(msg.raw_message, "subject", "?"))
             tenant, kind = subjects.parse(subject)
+            if msg.reply_to and not answerable(msg.reply_to):
+                refused(msg.reply_to, service)
+                msg.reply_to = ""  # FastStream publishes no answer, and the handler never runs
+                return None
             started = time.perf_counter()
             try:
+                if limits is not None and kind:
+                    limits.check(tenant, kind)
                 result = await call_next(msg)
             except Exception as exc:  # the one place request-reply failures are caught
                 body = error_body(exc)
                 if body.code == "internal":
                     log.exception("internal error answering %s", subject, exc_info=exc)
                 result = Reply(error=body)
-                if isinstance(exc, OverShare):  # the SDK asks again after this long
+                if isinstance(exc, OverShare | OverRate):  # the SDK asks again after this long
                     result = NatsResponse(encode(result), headers={
                         RETRY_AFTER_HEADER: str(round(exc.retry_after_s * 1000))})
             outcome = "ok"

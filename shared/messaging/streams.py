@@ -1,14 +1,32 @@
-"""JetStream streams engram owns, named and created in one place, and the listing of a key-value bucket's keys."""
+"""JetStream streams engram owns, named and created in one place, and the listing of a key-value bucket's keys.
+
+Each tenant's turns and flushes have a stream of their own (`MEM_TURNS_<tenant>`, created when the tenant's first
+message arrives, see provision.py): its de-duplication window, its storage quota and its consumer are the tenant's
+alone, so one product can neither make another's turn a duplicate, nor fill the storage another's turns need, nor
+hold the consumer slots another's turns wait for. An engram from before kept every tenant in one stream
+(`MEM_TURNS`, "legacy"): while that stream exists engram keeps consuming it as it is (docs/operations/upgrades.md).
+"""
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
 from nats.js.errors import NotFoundError
 from nats.js.kv import KV_MARKER_REASON, KV_OP
 
@@ -18,16 +36,28 @@ from shared.messaging.connection import transient
 
 log = logging.getLogger("engram.streams")
 _LISTING_BATCH, _LISTING_FETCH_S, _LISTING_IDLE_S = 1_000, 5.0, 60.0
+_NAMES_API = "$JS.API.STREAM.NAMES"
 
 
-def turns_stream(prefix: str) -> str:
-    """Name of the stream carrying turns and flushes (`MEM_TURNS` for the default prefix)."""
-    return f"{prefix.upper().replace('-', '_')}_TURNS"
+def _base(prefix: str) -> str:
+    return prefix.upper().replace("-", "_")
 
 
-def turns_subjects(prefix: str) -> list[str]:
-    """Subjects the turns stream captures: turns and flushes of every tenant, in one order."""
-    return [subjects.nats_wildcard(subjects.turns(prefix)), subjects.nats_wildcard(subjects.flush(prefix))]
+def legacy_turns_stream(prefix: str) -> str:
+    """Name of the one stream an engram from before held every tenant's turns in (`MEM_TURNS`)."""
+    return f"{_base(prefix)}_TURNS"
+
+
+def turns_stream(prefix: str, tenant: str) -> str:
+    """Name of the stream carrying one tenant's turns and flushes (`MEM_TURNS_<tenant>` for the default prefix)."""
+    return f"{_base(prefix)}_TURNS_{tenant}"
+
+
+def turns_subjects(prefix: str, tenant: str | None = None) -> list[str]:
+    """Subjects of a tenant's turns stream, in one order: its turns and flushes (every tenant's when None)."""
+    if tenant is None:
+        return [subjects.nats_wildcard(subjects.turns(prefix)), subjects.nats_wildcard(subjects.flush(prefix))]
+    return [subjects.turns(prefix, tenant), subjects.flush(prefix, tenant)]
 
 
 def kv_stream(bucket: str) -> str:
@@ -37,7 +67,7 @@ def kv_stream(bucket: str) -> str:
 
 def dlq_stream(prefix: str) -> str:
     """Name of the dead-letter stream."""
-    return f"{prefix.upper().replace('-', '_')}_DLQ"
+    return f"{_base(prefix)}_DLQ"
 
 
 def dlq_subjects(prefix: str) -> list[str]:
@@ -47,7 +77,7 @@ def dlq_subjects(prefix: str) -> list[str]:
 
 def consolidation_buckets(prefix: str) -> tuple[str, str]:
     """Names of the key-value buckets of tenant leases (keys expire) and of finished runs (`MEM_CONSOLIDATION_…`)."""
-    base = f"{prefix.upper().replace('-', '_')}_CONSOLIDATION"
+    base = f"{_base(prefix)}_CONSOLIDATION"
     return f"{base}_LEASES", f"{base}_RUNS"
 
 
@@ -83,56 +113,146 @@ DLQ_MAX_AGE_S = 14 * 24 * 3600.0
 DEFAULT_TURN_RETENTION_S = 30 * 24 * 3600.0
 
 
-async def ensure(js: JetStreamContext, prefix: str, turn_retention_s: float | None = DEFAULT_TURN_RETENTION_S,
-                 num_replicas: int = 1) -> None:
-    """Create the turns and dead-letter streams, or bring an existing stream's subjects and age limit up to date.
+@dataclass(frozen=True)
+class TurnsLimits:
+    """What NATS itself enforces on one tenant's turns stream: a publish past either limit is refused to that tenant
+    (`maximum bytes exceeded`, `message size exceeds maximum allowed`) and to no one else."""
 
-    The turns stream keeps every turn for `turn_retention_s` (None: for ever) after it is in memory, so that
-    `engram rebuild` can derive the memory again; forget erases a person's turns from it. A stream made by an older
-    engram as a work queue (acked turns gone) cannot change its retention: it is left as it is, with a warning.
+    max_bytes: int = 1024 ** 3        # the turns it keeps (for the retention period, for rebuilds)
+    max_message_bytes: int = 256 * 1024
+
+
+@dataclass(frozen=True)
+class TurnsStream:
+    """A stream holding turns, and the subjects of one tenant in it (the stream's own subjects for a tenant's)."""
+
+    name: str
+    tenant: str | None            # None: the legacy stream of every tenant
+    filter_subjects: tuple[str, ...]
+
+
+def _turns_config(prefix: str, tenant: str, limits: TurnsLimits, turn_retention_s: float | None,
+                  num_replicas: int) -> StreamConfig:
+    return StreamConfig(name=turns_stream(prefix, tenant), subjects=turns_subjects(prefix, tenant),
+                        storage=StorageType.FILE, retention=RetentionPolicy.LIMITS, max_age=turn_retention_s or 0.0,
+                        duplicate_window=TURNS_DUPLICATE_WINDOW_S, num_replicas=num_replicas,
+                        max_bytes=limits.max_bytes, max_msg_size=limits.max_message_bytes,
+                        discard=DiscardPolicy.NEW,  # never drop a turn not yet in memory: refuse the new one
+                        description=f"engram: tenant {tenant}'s chat turns and flushes, kept for rebuilds")
+
+
+async def ensure_tenant(js: JetStreamContext, prefix: str, tenant: str, limits: TurnsLimits,
+                        turn_retention_s: float | None = DEFAULT_TURN_RETENTION_S, num_replicas: int = 1) -> bool:
+    """Create the tenant's turns stream, or bring its subjects, age and limits up to date; True if it was created.
+
     An existing stream keeps the replicas it has (an operator may have changed them).
     """
-    wanted = [
-        StreamConfig(name=turns_stream(prefix), subjects=turns_subjects(prefix), storage=StorageType.FILE,
-                     retention=RetentionPolicy.LIMITS, max_age=turn_retention_s or 0.0,
-                     duplicate_window=TURNS_DUPLICATE_WINDOW_S, num_replicas=num_replicas,
-                     description="engram: chat turns and flushes, ordered per tenant, kept for rebuilds"),
-        StreamConfig(name=dlq_stream(prefix), subjects=dlq_subjects(prefix), storage=StorageType.FILE,
-                     retention=RetentionPolicy.LIMITS, max_age=DLQ_MAX_AGE_S, num_replicas=num_replicas,
-                     description="engram: messages that could not be processed, reason in headers"),
-    ]
-    for config in wanted:
-        assert config.name is not None
+    config = _turns_config(prefix, tenant, limits, turn_retention_s, num_replicas)
+    assert config.name is not None
+    with transient(f"creating tenant {tenant}'s turns stream"):
         try:
             info = await js.stream_info(config.name)
         except NotFoundError:
             await js.add_stream(config)
-            continue
-        if info.config.retention != config.retention:
-            log.warning("stream %s is a %s stream: it keeps no turns for `engram rebuild`; see the README's "
-                        "upgrade notes to recreate it", config.name, info.config.retention)
-            config.retention, config.max_age = info.config.retention, info.config.max_age
-        if sorted(info.config.subjects or []) != sorted(config.subjects or []) or \
-                (info.config.max_age or 0.0) != (config.max_age or 0.0):
-            config.num_replicas = info.config.num_replicas  # an operator may have raised it: keep it
+            return True
+        have = info.config
+        if (sorted(have.subjects or []), have.max_age or 0.0, have.max_bytes, have.max_msg_size, have.discard) != \
+                (sorted(config.subjects or []), config.max_age or 0.0, config.max_bytes, config.max_msg_size,
+                 config.discard):
+            config.num_replicas = have.num_replicas
             await js.update_stream(config)
+    return False
 
 
-async def retains_turns(js: JetStreamContext, prefix: str) -> bool:
-    """Whether the turns stream keeps turns after they are acknowledged (a limits stream, not a work queue)."""
-    info = await js.stream_info(turns_stream(prefix))
-    return info.config.retention == RetentionPolicy.LIMITS
+async def ensure(js: JetStreamContext, prefix: str, num_replicas: int = 1, dlq_per_tenant: int = 10_000) -> None:
+    """Create the dead-letter stream, or bring its subjects and limits up to date.
+
+    Each tenant's dead letters of one service are one subject (`mem.dlq.<tenant>.<service>`), of which the stream
+    keeps the newest `dlq_per_tenant`: a tenant that sends nothing but poison pushes out its own oldest dead letters,
+    never another tenant's. (Turns streams are per tenant, made by `ensure_tenant`.)
+    """
+    config = StreamConfig(name=dlq_stream(prefix), subjects=dlq_subjects(prefix), storage=StorageType.FILE,
+                          retention=RetentionPolicy.LIMITS, max_age=DLQ_MAX_AGE_S, num_replicas=num_replicas,
+                          max_msgs_per_subject=dlq_per_tenant,
+                          description="engram: messages that could not be processed, reason in headers")
+    assert config.name is not None
+    try:
+        info = await js.stream_info(config.name)
+    except NotFoundError:
+        await js.add_stream(config)
+        return
+    have = info.config
+    if (sorted(have.subjects or []), have.max_age or 0.0, have.max_msgs_per_subject) != \
+            (sorted(config.subjects or []), config.max_age or 0.0, config.max_msgs_per_subject):
+        config.num_replicas = have.num_replicas  # an operator may have raised it: keep it
+        await js.update_stream(config)
 
 
-def ingestor_consumer(prefix: str, ack_wait_s: float) -> ConsumerConfig:
-    """The one durable consumer all ingestor replicas share, over turns and flushes.
+async def legacy(js: JetStreamContext, prefix: str) -> RetentionPolicy | None:
+    """The retention of the legacy stream of every tenant's turns (`MEM_TURNS`), None when there is none."""
+    with transient("looking for the legacy turns stream"):
+        try:
+            info = await js.stream_info(legacy_turns_stream(prefix))
+        except NotFoundError:
+            return None
+    return info.config.retention
+
+
+async def _stream_names(nc: Client, subject: str) -> list[str]:
+    """Names of the streams of the account whose subjects overlap `subject`, every page of them."""
+    names: list[str] = []
+    while True:
+        with transient("listing streams"):
+            reply = await nc.request(_NAMES_API, json.dumps({"subject": subject, "offset": len(names)}).encode(),
+                                     timeout=5.0)
+        page: dict[str, Any] = json.loads(reply.data)
+        if "error" in page:
+            raise ConfigError(f"listing streams failed: {page['error'].get('description', page['error'])}")
+        found = page.get("streams") or []
+        names += found
+        if not found or len(names) >= int(page.get("total", 0)):
+            return names
+
+
+async def tenant_streams(nc: Client, prefix: str) -> dict[str, str]:
+    """Every tenant that has a turns stream, with its stream's name (the legacy stream is not among them)."""
+    base = turns_stream(prefix, "")
+    return {name.removeprefix(base): name for name in await _stream_names(nc, turns_subjects(prefix)[0])
+            if name.startswith(base) and name != legacy_turns_stream(prefix)}
+
+
+async def holding(js: JetStreamContext, prefix: str, tenant: str) -> TurnsStream | None:
+    """The stream holding the tenant's turns: its own, else the legacy stream of every tenant, else None."""
+    with transient(f"looking for tenant {tenant}'s turns stream"):
+        for name, owner in ((turns_stream(prefix, tenant), tenant), (legacy_turns_stream(prefix), None)):
+            try:
+                await js.stream_info(name)
+            except NotFoundError:
+                continue
+            return TurnsStream(name=name, tenant=owner, filter_subjects=tuple(turns_subjects(prefix, tenant)))
+    return None
+
+
+async def every_turns_stream(js: JetStreamContext, nc: Client, prefix: str) -> list[TurnsStream]:
+    """Every stream holding turns: the legacy one first (if any), then each tenant's."""
+    found = [TurnsStream(name=name, tenant=tenant, filter_subjects=tuple(turns_subjects(prefix, tenant)))
+             for tenant, name in sorted((await tenant_streams(nc, prefix)).items())]
+    if await legacy(js, prefix) is not None:
+        found.insert(0, TurnsStream(name=legacy_turns_stream(prefix), tenant=None,
+                                    filter_subjects=tuple(turns_subjects(prefix))))
+    return found
+
+
+def ingestor_consumer(stream: TurnsStream, ack_wait_s: float, max_ack_pending: int) -> ConsumerConfig:
+    """The durable consumer all ingestor replicas share over one turns stream (each message goes to one of them).
 
     Deliveries are unlimited: engram's own settle decides when a failing message is dead-lettered, and a turn
-    held back by back-pressure must wait as long as it takes rather than be dropped by the server.
+    held back by back-pressure must wait as long as it takes rather than be dropped by the server. Its slots
+    (`max_ack_pending`) are its tenant's alone: turns that wait hold no slot another tenant's turns need.
     """
     return ConsumerConfig(durable_name=INGESTOR_DURABLE, ack_policy=AckPolicy.EXPLICIT,
-                          deliver_policy=DeliverPolicy.ALL, filter_subjects=turns_subjects(prefix),
-                          ack_wait=ack_wait_s, max_deliver=-1, max_ack_pending=10_000)
+                          deliver_policy=DeliverPolicy.ALL, filter_subjects=list(stream.filter_subjects),
+                          ack_wait=ack_wait_s, max_deliver=-1, max_ack_pending=max_ack_pending)
 
 
 async def kv_keys(js: JetStreamContext, bucket: str, pattern: str) -> list[str]:

@@ -24,8 +24,8 @@ from engram_client import subjects
 from engram_client.contract import Flush, Turn, check_tenant
 from engram_client.errors import EngramError
 from shared.compress import Window
-from shared.messaging import streams
 from shared.messaging.connection import transient
+from shared.messaging.streams import TurnsStream
 from shared.store import EntryFilter, Scope, Store, pages
 from shared.working_memory import buffer as buffers
 from shared.working_memory.buffer import Buffer
@@ -180,16 +180,24 @@ def parse(subject: str, data: bytes, seq: int, at: datetime) -> Message:
     return Message(tenant=tenant, seq=seq, at=at, body=body)
 
 
-async def read(js: JetStreamContext, prefix: str, through: int) -> AsyncIterator[list[Message]]:
-    """The turns stream's messages up to sequence `through`, in stream order, a batch at a time."""
-    stream = streams.turns_stream(prefix)
+async def read(js: JetStreamContext, cut: dict[TurnsStream, int]) -> AsyncIterator[list[Message]]:
+    """The messages of every turns stream up to its sequence in `cut`, a stream after another, each in stream
+    order, a batch at a time (a tenant's turns are all in one stream, so each tenant's come in their order)."""
+    for stream, through in cut.items():
+        async for batch in _read_one(js, stream, through):
+            yield batch
+
+
+async def _read_one(js: JetStreamContext, stream: TurnsStream, through: int) -> AsyncIterator[list[Message]]:
     name = f"engram-rebuild-{uuid.uuid4().hex}"
-    config = ConsumerConfig(name=name, filter_subjects=streams.turns_subjects(prefix),
+    config = ConsumerConfig(name=name, filter_subjects=list(stream.filter_subjects),
                             deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, mem_storage=True,
                             inactive_threshold=_IDLE_S)
+    if through <= 0:
+        return
     with transient("reading the turns stream for a rebuild"):
-        await js.add_consumer(stream, config)
-        sub = await js.pull_subscribe_bind(consumer=name, stream=stream)
+        await js.add_consumer(stream.name, config)
+        sub = await js.pull_subscribe_bind(consumer=name, stream=stream.name)
     try:
         last = 0
         while last < through:
@@ -197,7 +205,7 @@ async def read(js: JetStreamContext, prefix: str, through: int) -> AsyncIterator
                 batch = await sub.fetch(batch=_FETCH, timeout=_FETCH_S)
             except (NatsTimeout, TimeoutError):  # nothing left (messages deleted or expired since the cut)?
                 with transient("reading the turns stream for a rebuild"):
-                    if (await js.consumer_info(stream, name)).num_pending == 0:
+                    if (await js.consumer_info(stream.name, name)).num_pending == 0:
                         return
                 continue
             found = []
@@ -210,4 +218,4 @@ async def read(js: JetStreamContext, prefix: str, through: int) -> AsyncIterator
     finally:
         with contextlib.suppress(NatsError):
             await sub.unsubscribe()
-            await js.delete_consumer(stream, name)
+            await js.delete_consumer(stream.name, name)

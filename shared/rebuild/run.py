@@ -1,9 +1,9 @@
 """`engram rebuild`: derive the long-term memory again from the retained turns into a new build, then switch.
 
 Recall keeps answering from the live build throughout. The steps, under a cluster-wide rebuild lease:
-1. the cut: the stream's last sequence, then the live build's episodes (shared/rebuild/replay.py says which turns
+1. the cut: each turns stream's last sequence, then the live build's episodes (shared/rebuild/replay.py says which turns
    are re-derived: those of episodes whose turns the stream still holds up to the cut);
-2. replay the stream up to the cut into windows, written into the new build with this process's compressor and
+2. replay the streams up to the cut into windows, written into the new build with this process's compressor and
    embedder and the window size asked for;
 3. carry over the live build's other entries (turns expired from the stream, windows the ingestor wrote after the
    cut, profiles), embedded again with this embedder, so the new build is one vector space;
@@ -23,6 +23,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import RetentionPolicy
 from pydantic import BaseModel, ValidationError
 
 from engram_client import subjects
@@ -88,9 +89,9 @@ async def rebuild(deps: RebuildDeps, request: RebuildRequest) -> RebuildReport:
     """
     settings = deps.settings.model_copy(update={"window_turns": request.window_turns or deps.settings.window_turns})
     prefix = settings.subject_prefix
-    if not await streams.retains_turns(deps.js, prefix):
-        raise InvalidRequest(f"stream {streams.turns_stream(prefix)} is a work queue and keeps no turns to rebuild "
-                             "from; see the README's upgrade notes")
+    if await streams.legacy(deps.js, prefix) == RetentionPolicy.WORK_QUEUE:
+        raise InvalidRequest(f"stream {streams.legacy_turns_stream(prefix)} is a work queue and keeps no turns to "
+                             "rebuild from; see docs/operations/upgrades.md")
     report = await deps.lock(lambda: _rebuild(deps, settings, request.into))
     if report is None:
         raise InvalidRequest("another rebuild is running; wait for its report")
@@ -117,10 +118,11 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str) -> RebuildR
         embedder = open_embedder(settings)
         compressor, facts = compression(settings, deps.llm)
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), built, facts=facts)
-        through = (await deps.js.stream_info(streams.turns_stream(settings.subject_prefix))).state.last_seq
+        cut = {stream: (await deps.js.stream_info(stream.name)).state.last_seq
+               for stream in await streams.every_turns_stream(deps.js, deps.nc, settings.subject_prefix)}
         held = await written(old)
         retained: set[TurnKey] = set()
-        async for batch in read(deps.js, settings.subject_prefix, through):
+        async for batch in read(deps.js, cut):
             retained.update((m.tenant, m.body.conversation_id, m.body.turn_id) for m in batch
                             if isinstance(m.body, Turn))
         replay = Replay(window_turns=settings.window_turns, idle_timeout_s=settings.idle_timeout_s,
@@ -128,7 +130,7 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str) -> RebuildR
         del held, retained
         windows = entries = 0
         tenants: set[str] = set()
-        async for batch in read(deps.js, settings.subject_prefix, through):
+        async for batch in read(deps.js, cut):
             closed = [w for m in batch for w in replay.apply(m)]
             written_now = await _write_all(writer, closed)
             windows, entries = windows + written_now[0], entries + written_now[1]

@@ -44,6 +44,25 @@ requests_total = Counter("engram_requests_total", "Request-reply messages handle
 tenant_limited_total = Counter("engram_tenant_limited_total", "Requests refused (`unavailable`) because "
                                "their tenant's queue for a retriever's workers was full or they waited too long",
                                ["kind"])  # kind: recall|entries (never the tenant: unbounded)
+# Tenancy: what engram refuses or paces per tenant (labels name the quota or place, never the tenant)
+replies_refused_total = Counter("engram_replies_refused_total", "Requests left unanswered because their reply "
+                                "subject is not an inbox (an attempt to make engram write elsewhere)", ["service"])
+quota_refusals_total = Counter("engram_quota_refusals_total", "Requests refused (`unavailable`, with a retry hint) "
+                               "because their tenant is over its rate", ["quota"])  # quota: recall|requests
+ingest_paced_seconds_total = Counter("engram_ingest_paced_seconds_total", "Time tenants' turns waited in their own "
+                                     "stream because their tenant was over its ingest rate")
+tenants_near_quota = Gauge("engram_tenants_near_quota", "Tenants whose turns stream holds at least 90% of its "
+                           "storage quota (publishes are refused once it is full)", ["quota"])  # turns_storage
+tenant_streams = Gauge("engram_tenant_streams", "Tenants' turns streams this ingestor consumes")
+tenant_streams_made_total = Counter("engram_tenant_streams_made_total", "Tenants' turns streams made on their "
+                                    "first message")
+tenants_refused_total = Counter("engram_tenants_refused_total", "Messages of a tenant the registry does not list")
+state_unreadable_total = Counter("engram_state_unreadable_total", "Values engram read back from its own NATS "
+                                 "state that it could not parse (skipped or repaired, never blamed on a client)",
+                                 ["place"])  # open_index|forget_marks|leases|runs|buffers|turns|summaries
+legacy_turns_stream = Gauge("engram_legacy_turns_stream", "1 while the legacy stream of every tenant's turns "
+                            "(MEM_TURNS) exists: de-duplication, quotas and ingestion are not per tenant until it is "
+                            "migrated (docs/operations/upgrades.md)")
 dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to the dead-letter subject",
                               ["service", "code"])
 retried_total = Counter("engram_retried_total", "Messages negatively acknowledged for a later retry", ["service",
@@ -102,6 +121,7 @@ build_info = Gauge("engram_build_info", "Always 1; the labels say which engram t
 # to the Literals they mirror (error codes, LLM purposes).
 ERROR_CODES = ("invalid_request", "forbidden", "not_found", "unavailable", "timeout", "internal")
 MODES = ("fast", "deep")
+STATE_PLACES = ("open_index", "forget_marks", "leases", "runs", "buffers", "turns", "summaries")
 LLM_PURPOSES = ("compress", "facts", "summary", "plan", "reflect", "consolidate")
 LLM_FAILURES = ("invalid", "timeout", "rate_limited", "error", "over_budget", "breaker_open", "deadline")
 KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]] = [
@@ -123,6 +143,10 @@ KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]
         ("retriever", "recall"), ("retriever", "entries"), ("consolidator", "consolidate"),
         ("consolidator", "forget")) for outcome in ("ok", *ERROR_CODES)]),
     (tenant_limited_total, [("recall",), ("entries",)]),
+    (replies_refused_total, [("retriever",), ("consolidator",), ("provision",)]),
+    (quota_refusals_total, [("recall",), ("requests",)]),
+    (tenants_near_quota, [("turns_storage",)]),
+    (state_unreadable_total, [(place,) for place in STATE_PLACES]),
     (dead_lettered_total, [(service, code) for service in ("ingestor", "closer") for code in ERROR_CODES]),
     (retried_total, [(service, code) for service in ("ingestor", "closer") for code in ERROR_CODES]),
     (unsettled_total, [("ingestor",), ("closer",)]),

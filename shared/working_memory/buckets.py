@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engram_client.contract import Turn
 from engram_client.errors import Unavailable
 from shared.errors import ConfigError
-from shared.messaging import streams
+from shared.messaging import streams, untrusted
 from shared.messaging.connection import transient
 from shared.runtime import metrics
 from shared.working_memory import buffer as buffers
@@ -73,9 +73,19 @@ def turn_key(tenant: str, conversation_id: str, seq: int) -> str:
 
 
 def conversation_of(kv_key: str) -> tuple[str, str]:
-    """The (tenant, conversation id) a conversation's KV key stands for."""
+    """The (tenant, conversation id) a conversation's KV key stands for.
+
+    Raises:
+        ValueError: the key is not one engram wrote.
+    """
     tenant, encoded = kv_key.split(".")[:2]
     return tenant, base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+
+def conversations_in(keys: Iterable[str], place: str) -> list[tuple[str, str]]:
+    """The conversations these KV keys stand for; a key engram did not write is reported and left out."""
+    found = (untrusted.read(lambda raw: conversation_of(raw.decode()), k.encode(), place, k) for k in keys)
+    return [c for c in found if c is not None]
 
 
 async def _bucket(js: JetStreamContext, name: str, ttl_s: float | None, description: str, replicas: int) -> KeyValue:
@@ -135,7 +145,7 @@ class WorkingMemory:
                 entry = await self.summaries.get(key(tenant, conversation_id))
             except (KeyNotFoundError, KeyDeletedError):
                 return None
-        return CachedSummary.model_validate_json(entry.value) if entry.value else None
+        return untrusted.model(CachedSummary, entry.value, "summaries", entry.key)
 
     async def put_summary(self, tenant: str, conversation_id: str, summary: CachedSummary) -> None:
         """Store the conversation's running summary (last writer wins: any summary of the same turns will do)."""
@@ -150,7 +160,8 @@ class WorkingMemory:
         else:
             wanted = []
             for k in await streams.kv_keys(self._js, self._summaries_bucket, f"{tenant}.>"):
-                found = await self.summary(*conversation_of(k))
+                readable = conversations_in([k], "summaries")
+                found = await self.summary(*readable[0]) if readable else None
                 if found is not None and (user_id is None or user_id in found.user_ids):
                     wanted.append(k)
         deleted = 0
@@ -171,7 +182,7 @@ class WorkingMemory:
                 entry = await self.buffers.get(key(tenant, conversation_id))
             except (KeyNotFoundError, KeyDeletedError):
                 return None
-        return Buffer.model_validate_json(entry.value) if entry.value else None
+        return untrusted.model(Buffer, entry.value, "buffers", entry.key)
 
     async def update(self, tenant: str, conversation_id: str,
                      change: Callable[[Buffer | None], tuple[Buffer | None, R]]) -> tuple[Buffer | None, R]:
@@ -187,7 +198,8 @@ class WorkingMemory:
                 try:
                     try:
                         entry = await self.buffers.get(k)
-                        current = Buffer.model_validate_json(entry.value) if entry.value else None
+                        # An unreadable buffer is written over (repaired) by this change.
+                        current = untrusted.model(Buffer, entry.value, "buffers", k)
                         revision: int | None = entry.revision
                     except (KeyNotFoundError, KeyDeletedError):
                         current, revision = None, None
@@ -223,7 +235,7 @@ class WorkingMemory:
                 entry = await self.turn_texts.get(turn_key(tenant, conversation_id, seq))
             except (KeyNotFoundError, KeyDeletedError):
                 return None
-            return Turn.model_validate_json(entry.value) if entry.value else None
+            return untrusted.model(Turn, entry.value, "turns", entry.key)
 
         with transient(f"reading turns of conversation {conversation_id!r}"):
             found = await asyncio.gather(*(one(s) for s in wanted))
@@ -238,13 +250,16 @@ class WorkingMemory:
     async def conversations(self, tenant: str | None = None) -> list[tuple[str, str]]:
         """(tenant, conversation id) of every buffer, or of one tenant's: an admin listing, not a hot path."""
         pattern = f"{tenant}.>" if tenant else ">"
-        return [conversation_of(k) for k in await streams.kv_keys(self._js, self._buffers_bucket, pattern)]
+        return conversations_in(await streams.kv_keys(self._js, self._buffers_bucket, pattern), "buffers")
 
     async def held_turns(self, tenant: str) -> dict[str, dict[int, Turn]]:
         """Every turn text of `tenant` held now, by conversation and sequence (for Forget: reads them all)."""
         wanted: dict[str, list[int]] = {}
         for k in await streams.kv_keys(self._js, self._turns_bucket, f"{tenant}.>"):
-            wanted.setdefault(conversation_of(k)[1], []).append(int(k.rsplit(".", 1)[1]))
+            held = untrusted.read(lambda raw: (conversation_of(raw.decode())[1], int(raw.decode().rsplit(".", 1)[1])),
+                                  k.encode(), "turns", k)
+            if held is not None:
+                wanted.setdefault(held[0], []).append(held[1])
         return {c: await self.turns(tenant, c, seqs) for c, seqs in wanted.items()}
 
     async def text_count(self, tenant: str, conversation_id: str) -> int:

@@ -27,6 +27,7 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 from engram_client.errors import Unavailable
+from shared.messaging import untrusted
 from shared.messaging.connection import transient
 
 MARK_TTL_S = 86_400.0
@@ -72,7 +73,7 @@ class ForgetMarks:
                     entry = await self.kv.get(key)
                 except (KeyNotFoundError, KeyDeletedError):
                     entry = None
-                held = _through(entry.value) if entry is not None else 0
+                held = _through(entry.value, key) if entry is not None else 0  # unreadable: written over
                 if held >= through_seq:
                     return  # another forget of the subject reached as far
                 value = json.dumps({"through_seq": through_seq}).encode()
@@ -99,8 +100,11 @@ class ForgetMarks:
                 entry = await self.kv.get(key)
             except (KeyNotFoundError, KeyDeletedError):
                 return 0
-        return _through(entry.value)
+        return _through(entry.value, key)
 
 
-def _through(value: bytes | None) -> int:
-    return int(json.loads(value or b"{}").get("through_seq", 0))
+def _through(value: bytes | None, key: str) -> int:
+    """A mark's sequence; 0 for none, and for one that does not parse (reported, and written over by the next
+    forget of its subject, which also erases the subject's turns from the stream)."""
+    through = untrusted.read(lambda raw: int(json.loads(raw).get("through_seq", 0)), value, "forget_marks", key)
+    return max(0, through or 0)

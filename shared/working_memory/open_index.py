@@ -14,14 +14,14 @@ turn is due. The index can never miss an active buffer:
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 from nats.js.errors import BadRequestError, KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from engram_client import subjects
-from shared.messaging import streams
+from shared.messaging import streams, untrusted
 from shared.messaging.connection import transient
 from shared.working_memory.buffer import Buffer
 
@@ -84,20 +84,39 @@ class OpenIndex:
 
     async def marked(self, tenant: str) -> list[tuple[str, str]]:
         """(tenant, conversation id) of every conversation of `tenant` marked now."""
-        return [self._conversation_of(k) for k in await streams.kv_keys(self._js, self._bucket, f"{tenant}.>")]
+        found = [untrusted.read(lambda raw: self._conversation_of(raw.decode()), k.encode(), "open_index", k)
+                 for k in await streams.kv_keys(self._js, self._bucket, f"{tenant}.>")]
+        return [c for c in found if c is not None]
 
     async def follow(self) -> AsyncIterator[Mark | None]:
-        """Every current mark, then None once they have all been seen, then every change as it happens."""
+        """Every current mark, then None once they have all been seen, then every change as it happens.
+
+        A key engram did not write is skipped; a mark whose value does not parse reads as marked now, so the
+        conversation is looked at (and unmarked if nothing waits): neither stops the watch.
+        """
         watcher = await self._kv.watch(">")
         try:
             async for entry in watcher:
                 if entry is None:
                     yield None
                     continue
-                tenant, conversation_id = self._conversation_of(entry.key)
+                conversation = untrusted.read(lambda raw: self._conversation_of(raw.decode()), entry.key.encode(),
+                                              "open_index", entry.key)
+                if conversation is None:
+                    continue
+                tenant, conversation_id = conversation
                 if entry.operation is not None or not entry.value:  # a delete or purge marker
                     yield Mark(tenant, conversation_id, None)
                 else:
-                    yield Mark(tenant, conversation_id, datetime.fromisoformat(json.loads(entry.value)["since"]))
+                    since = untrusted.read(_since, entry.value, "open_index", entry.key)
+                    yield Mark(tenant, conversation_id, since or datetime.now(UTC))
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
+
+
+def _since(value: bytes) -> datetime:
+    """When a mark says its conversation became active (an aware time)."""
+    since = datetime.fromisoformat(json.loads(value)["since"])
+    if since.tzinfo is None:
+        raise ValueError("a mark's time has no zone")
+    return since

@@ -10,6 +10,7 @@ import nats
 from nats.js.errors import NotFoundError
 
 from engram_client import MemoryClient
+from shared.messaging import streams
 from shared.store import EdgeStore
 from shared.working_memory import WorkingMemory
 from tests.support.ids import unique
@@ -27,10 +28,10 @@ def start_ingestor(nats_url: str, data_dir: Path, log: Path) -> subprocess.Popen
                                 stderr=subprocess.STDOUT)
 
 
-async def consumer_progress(js: nats.js.JetStreamContext) -> tuple[int, int, int]:
-    """(acked floor, pending, waiting for ack) of the ingestor's durable consumer."""
+async def consumer_progress(js: nats.js.JetStreamContext, tenant: str) -> tuple[int, int, int]:
+    """(acked floor, pending, waiting for ack) of the ingestor's durable consumer of the tenant's turns."""
     try:
-        info = await js.consumer_info("MEM_TURNS", "ingestor")
+        info = await js.consumer_info(streams.turns_stream("mem", tenant), "ingestor")
     except NotFoundError:
         return 0, -1, -1
     return info.ack_floor.stream_seq or 0, info.num_pending or 0, info.num_ack_pending or 0
@@ -48,16 +49,18 @@ async def test_sigkill_mid_window_loses_nothing_and_stores_nothing_twice(nats_ur
     order = sorted(turns, key=lambda t: (int(t.turn_id.rsplit("-", 1)[1]), t.conversation_id))
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
+    # The tenant's stream made up front, as `engram tenants add` does: its consumer appears once an ingestor runs.
+    await streams.ensure_tenant(js, "mem", tenant, streams.TurnsLimits())
     proc = start_ingestor(nats_url, data_dir, log)
     kills = 0
     try:
-        await eventually(lambda: consumer_progress(js), lambda p: p[1] >= 0, timeout_s=60)
+        await eventually(lambda: consumer_progress(js, tenant), lambda p: p[1] >= 0, timeout_s=60)
         async with await MemoryClient.connect(nats_url, tenant) as client:
             for i, turn in enumerate(order):
                 await client.publish_turn(turn)
                 if i in (40, 95, 150):  # kill while windows are open and a batch is in flight, then come back
-                    floor = (await consumer_progress(js))[0]
-                    await eventually(lambda: consumer_progress(js), lambda p, f=floor: p[0] > f, timeout_s=60,
+                    floor = (await consumer_progress(js, tenant))[0]
+                    await eventually(lambda: consumer_progress(js, tenant), lambda p, f=floor: p[0] > f, timeout_s=60,
                                      interval_s=0.005)
                     proc.send_signal(signal.SIGKILL)
                     proc.wait()
@@ -74,7 +77,7 @@ async def test_sigkill_mid_window_loses_nothing_and_stores_nothing_twice(nats_ur
         wm = await WorkingMemory.open(js, "mem")
 
         async def settled() -> bool:
-            _, pending, unacked = await consumer_progress(js)
+            _, pending, unacked = await consumer_progress(js, tenant)
             if pending or unacked:
                 return False
             for t, conv in await wm.conversations(tenant):

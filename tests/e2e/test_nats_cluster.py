@@ -12,6 +12,7 @@ from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import Turn
 from engram_client.errors import EngramError, Timeout, Unavailable
 from services.stack import running
+from shared.messaging import streams
 from tests.support.cluster import start_cluster
 from tests.support.ids import unique
 from tests.support.memory import stored_turn_ids
@@ -41,18 +42,18 @@ async def publish_until_acked(client: MemoryClient, turn: Turn | str, failures: 
             await asyncio.sleep(0.1)
 
 
-async def lead_turns_stream(nc: nats.NATS, server_name: str) -> bool:
-    """Whether `server_name` leads MEM_TURNS; if not, ask the leader to step down in its favour (once)."""
-    if (await nc.jetstream().stream_info("MEM_TURNS")).cluster.leader == server_name:  # type: ignore[union-attr]
+async def lead_turns_stream(nc: nats.NATS, stream: str, server_name: str) -> bool:
+    """Whether `server_name` leads the turns stream; if not, ask the leader to step down in its favour (once)."""
+    if (await nc.jetstream().stream_info(stream)).cluster.leader == server_name:  # type: ignore[union-attr]
         return True
-    await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.MEM_TURNS",
+    await nc.request(f"$JS.API.STREAM.LEADER.STEPDOWN.{stream}",
                      json.dumps({"placement": {"preferred": server_name}}).encode(), timeout=5)
     return False
 
 
 async def test_killing_the_turns_stream_leader_loses_no_turn_and_recall_keeps_answering(tmp_path: Path) -> None:
     """With ENGRAM_NATS_REPLICAS=3 every stream and key-value bucket engram creates has 3 replicas; SIGKILLing the
-    server that leads MEM_TURNS in the middle of publishing leaves every published turn in exactly one stored
+    server that leads the tenant's turns stream in the middle of publishing leaves every published turn in exactly one stored
     episode (none lost, none doubled), and recall answers throughout (its errors during the failover are counted
     and printed with how long publishing and recall were interrupted)."""
     servers = await start_cluster(tmp_path / "nats")
@@ -71,13 +72,16 @@ async def test_killing_the_turns_stream_leader_loses_no_turn_and_recall_keeps_an
     try:
         async with running(settings, nats_url=servers[0].url) as state:
             js = nc.jetstream()
+            async with await MemoryClient.connect(servers[0].url, tenant, timeout_s=10.0) as first:
+                await first.flush("nothing-yet")  # the tenant's first message: engram makes its turns stream
+            stream = streams.turns_stream("mem", tenant)
             replicas = {info.config.name: info.config.num_replicas for info in await js.streams_info()}
-            assert set(replicas) >= {"MEM_TURNS", "MEM_DLQ", "KV_MEM_WM_BUFFERS", "KV_MEM_WM_TURNS", "KV_MEM_WM_OPEN",
+            assert set(replicas) >= {stream, "MEM_DLQ", "KV_MEM_WM_BUFFERS", "KV_MEM_WM_TURNS", "KV_MEM_WM_OPEN",
                                      "KV_MEM_CONSOLIDATION_LEASES", "KV_MEM_CONSOLIDATION_RUNS"}, replicas
             assert set(replicas.values()) == {3}, replicas
             # Everything connects to n0; make n0 the turns stream's leader, so that the kill below also cuts every
             # engram and client connection (they come back through the cluster's other servers): the hardest case.
-            await eventually(lambda: lead_turns_stream(nc, "n0"), timeout_s=60, interval_s=0.5)
+            await eventually(lambda: lead_turns_stream(nc, stream, "n0"), timeout_s=60, interval_s=0.5)
             async with await MemoryClient.connect(servers[0].url, tenant, timeout_s=2.0) as client, \
                     await MemoryClient.connect(servers[0].url, tenant, timeout_s=2.0) as asker:
 
@@ -100,7 +104,7 @@ async def test_killing_the_turns_stream_leader_loses_no_turn_and_recall_keeps_an
                     if killed_at and not first_ack_after_kill:
                         first_ack_after_kill = acked
                     if i + 1 == KILL_AFTER:
-                        leader = (await js.stream_info("MEM_TURNS")).cluster.leader  # type: ignore[union-attr]
+                        leader = (await js.stream_info(stream)).cluster.leader  # type: ignore[union-attr]
                         await nc.close()  # our own probe connection may be to the server about to die
                         by_name[leader].kill()
                         killed_at = time.monotonic()
@@ -109,7 +113,7 @@ async def test_killing_the_turns_stream_leader_loses_no_turn_and_recall_keeps_an
                         js = nc.jetstream()
                 for c in range(CONVERSATIONS):
                     await publish_until_acked(client, f"conv-{c}", publish_failures)
-                new_leader = (await js.stream_info("MEM_TURNS")).cluster.leader  # type: ignore[union-attr]
+                new_leader = (await js.stream_info(stream)).cluster.leader  # type: ignore[union-attr]
                 await wait_until_stored(client, turns, timeout_s=120)
                 # Storing can finish before a recall sent after the kill is answered (on a loaded machine): keep
                 # asking until one is, so the time recall took to come back is measured, not raced.

@@ -44,10 +44,9 @@ async def test_the_client_outlives_a_nats_outage(tmp_path: Path) -> None:
     """A client whose NATS server is down for 8 s publishes again once the server is back on the same port, without
     reconnecting by hand."""
     server = nats_server.start(tmp_path / "nats")
-    setup = await connection.connect(server.url, "setup")
-    await streams.ensure(setup.jetstream(), "mem")  # what an ingestor does when it starts
-    await setup.close()
-    client = await MemoryClient.connect(server.url, unique("t"), timeout_s=2)
+    tenant = unique("t")
+    await with_turns_stream(server, tenant)
+    client = await MemoryClient.connect(server.url, tenant, timeout_s=2)
     try:
         await client.publish_turn(make_turn("before the outage", conversation_id="o1"))
         server.kill()
@@ -61,11 +60,20 @@ async def test_the_client_outlives_a_nats_outage(tmp_path: Path) -> None:
         server.stop()
 
 
+async def with_turns_stream(server: EmbeddedNats, tenant: str) -> None:
+    """Make the tenant's turns stream, as an ingestor does on the tenant's first message."""
+    setup = await connection.connect(server.url, "setup")
+    try:
+        await streams.ensure_tenant(setup.jetstream(), "mem", tenant, streams.TurnsLimits())
+    finally:
+        await setup.close()
+
+
 async def stored_turns(server: EmbeddedNats, tenant: str) -> int:
     """How many messages the turns stream holds for the tenant."""
     nc = await connection.connect(server.url, "probe")
     try:
-        info = await nc.jetstream().stream_info(streams.turns_stream("mem"),
+        info = await nc.jetstream().stream_info(streams.turns_stream("mem", tenant),
                                                 subjects_filter=subjects.turns("mem", tenant))
     finally:
         await nc.close()
@@ -80,11 +88,9 @@ async def test_a_publish_nats_does_not_acknowledge_fails_with_unavailable(tmp_pa
     tenant = unique("t")
     client = await MemoryClient.connect(server.url, tenant, timeout_s=1)
     try:
-        with pytest.raises(Unavailable):  # no stream yet: no one acknowledges
+        with pytest.raises(Unavailable):  # no stream yet and no ingestor to make it: no one acknowledges
             await client.publish_turn(make_turn("before any stream", conversation_id="u1"))
-        setup = await connection.connect(server.url, "setup")
-        await streams.ensure(setup.jetstream(), "mem")
-        await setup.close()
+        await with_turns_stream(server, tenant)
         await client.publish_turn(make_turn("acknowledged", conversation_id="u1"))
         server.kill()
         lost = make_turn("sent while NATS is down", conversation_id="u1")
@@ -105,10 +111,8 @@ async def test_the_clients_buffer_is_bounded_and_a_refused_publish_is_not_half_s
     """While NATS is away the client buffers at most `pending_bytes`; a publish that does not fit fails at once with
     `unavailable` and nothing of it reaches the server when the client reconnects."""
     server = nats_server.start(tmp_path / "nats")
-    setup = await connection.connect(server.url, "setup")
-    await streams.ensure(setup.jetstream(), "mem")
-    await setup.close()
     tenant = unique("t")
+    await with_turns_stream(server, tenant)
     client = await MemoryClient.connect(server.url, tenant, timeout_s=1, pending_bytes=4096)
     try:
         await client.publish_turn(make_turn("acknowledged", conversation_id="b1"))

@@ -124,7 +124,7 @@ async def test_memories_whose_turns_expired_are_carried_over_whole(tmp_path: Pat
             nc = await nats.connect(state.nats_url)
             try:
                 for seq in seqs[:expired]:
-                    await nc.jetstream().delete_msg("MEM_TURNS", seq)
+                    await nc.jetstream().delete_msg(f"MEM_TURNS_{tenant}", seq)
             finally:
                 await nc.close()
             report = await client.rebuild("v2", window_turns=4, timeout_s=120)

@@ -79,7 +79,7 @@ async def test_back_pressure_holds_turns_in_the_stream_past_max_deliver_and_lose
                 await client.flush("held")
                 # Every held turn has been delivered more often than max_deliver (8 turns and a flush, then
                 # another round of the 4 turns behind the pending window).
-                await eventually(lambda: nc.jetstream().consumer_info("MEM_TURNS", "ingestor"),
+                await eventually(lambda: nc.jetstream().consumer_info(f"MEM_TURNS_{tenant}", "ingestor"),
                                  lambda info: (info.delivered.consumer_seq or 0) >= 9 + 4, timeout_s=60)
                 assert await dead_letter_count(state.nats_url, tenant) == 0
                 flaky_embeddings.fail_with = None

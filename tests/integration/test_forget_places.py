@@ -41,8 +41,14 @@ async def places(tmp_path: Path) -> AsyncIterator[Places]:
 
 
 async def queued(places: Places, tenant: str, request: Forget) -> int:
-    return len(await streams.matching(places.js, streams.turns_stream("mem"), subjects.turns("mem", tenant),
+    return len(await streams.matching(places.js, streams.turns_stream("mem", tenant), subjects.turns("mem", tenant),
                                       about(request)))
+
+
+async def with_stream(places: Places, *tenants: str) -> None:
+    """Make the tenants' turns streams (as the provisioner does on a tenant's first message)."""
+    for tenant in tenants:
+        await streams.ensure_tenant(places.js, "mem", tenant, streams.TurnsLimits())
 
 
 async def test_queued_turns_and_dead_letters_of_the_user_are_erased_and_no_one_elses(places: Places) -> None:
@@ -50,6 +56,7 @@ async def test_queued_turns_and_dead_letters_of_the_user_are_erased_and_no_one_e
     other tenants' and unreadable dead letters."""
     tenant, other_tenant = unique("t"), unique("t")
     js = places.js
+    await with_stream(places, tenant, other_tenant)
     for t, user, n in [(tenant, "ana", 3), (tenant, "bo", 2), (other_tenant, "ana", 2)]:
         for i in range(n):
             turn = make_turn(f"{user} says {i}", conversation_id=f"{user}-c", user_id=user)
@@ -71,13 +78,14 @@ async def test_queued_turns_and_dead_letters_of_the_user_are_erased_and_no_one_e
 async def test_forgetting_a_conversation_erases_its_queued_flushes_too(places: Places) -> None:
     """Forgetting a conversation erases its queued turn and flush, and leaves another conversation's flush queued."""
     tenant = unique("t")
+    await with_stream(places, tenant)
     await places.js.publish(subjects.turns("mem", tenant), make_turn("hi", conversation_id="c9").model_dump_json()
                             .encode())
     await places.js.publish(subjects.flush("mem", tenant), b'{"conversation_id": "c9"}')
     await places.js.publish(subjects.flush("mem", tenant), b'{"conversation_id": "c10"}')
     receipt = await forget(places, tenant, Forget(conversation_id="c9"))
     assert receipt.verified and receipt.deleted.queued_turns == 2
-    assert len(await streams.matching(places.js, streams.turns_stream("mem"), subjects.flush("mem", tenant),
+    assert len(await streams.matching(places.js, streams.turns_stream("mem", tenant), subjects.flush("mem", tenant),
                                       lambda _: True)) == 1
 
 
@@ -139,6 +147,7 @@ async def test_a_forget_cut_short_finishes_when_asked_again(places: Places, tmp_
     was left (the entry, not the turns already gone) and verifies, and another user's entry stays."""
     tenant = unique("t")
     now = datetime(2024, 5, 6, tzinfo=UTC)
+    await with_stream(places, tenant)
     for i in range(3):
         turn = make_turn(f"ana says {i}", conversation_id="ana-c", user_id="ana")
         await places.js.publish(subjects.turns("mem", tenant), turn.model_dump_json().encode())

@@ -4,7 +4,9 @@ The order, lowest first, and why each package sits where it does:
 
 0. `engram_client`: the wire contract and errors, installed on its own; it imports nothing of the server.
 1. `shared.errors`, `shared.settings`: what every other package may name.
-2. `shared.runtime` (metrics, logs, health, HTTP), `shared.tracing`, `shared.text`: cross-cutting, no domain.
+2. `shared.runtime` (metrics, logs, health, HTTP), `shared.tracing`, `shared.text`: cross-cutting, no domain; and
+   `shared.tenancy` (the registry, the NATS accounts, quotas and rates) and `shared.tls` (certificates), which
+   every request and every stream is checked against, so they sit below messaging, which enforces them.
 3. `shared.messaging`, `shared.store`, `shared.embedding`, `shared.llm`: one outside system each. They sit on one
    layer because the store takes its API key and CA from messaging's security module (one place for every secret)
    and the sparse encoder produces the store's vector type; the cycle check keeps those sideways imports one way.
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS: dict[str, int] = {
     "engram_client": 0,
     "shared.errors": 1, "shared.settings": 1,
-    "shared.runtime": 2, "shared.tracing": 2, "shared.text": 2,
+    "shared.runtime": 2, "shared.tracing": 2, "shared.text": 2, "shared.tenancy": 2, "shared.tls": 2,
     "shared.messaging": 3, "shared.store": 3, "shared.embedding": 3, "shared.llm": 3,
     "shared.compress": 4, "shared.working_memory": 4,
     "shared.consolidation": 5,

@@ -67,4 +67,4 @@ def test_every_message_and_error_code_is_published() -> None:
     assert document["operations"]["recall"]["bindings"]["nats"]["queue"] == "retriever"
     assert "Nats-Msg-Id" in document["components"]["schemas"]["TurnHeaders"]["properties"]
     assert "Engram-Retry-After-Ms" in document["components"]["schemas"]["ReplyHeaders"]["properties"]
-    assert document["channels"]["turns"]["x-jetstream"]["stream"] == "MEM_TURNS"
+    assert document["channels"]["turns"]["x-jetstream"]["stream"] == "MEM_TURNS_{tenant}"

@@ -16,11 +16,13 @@ def test_pattern_and_address_come_from_one_function() -> None:
     assert subjects.events("mem", "acme") == "mem.acme.events.>"
 
 
-def test_streams_capture_turns_and_flushes_in_one_order() -> None:
-    """One stream, MEM_TURNS, captures every tenant's turns and flushes together, and the dead-letter stream captures
-    every tenant's per-consumer subjects."""
-    assert streams.turns_stream("mem") == "MEM_TURNS"
+def test_each_tenant_has_a_stream_of_its_turns_and_flushes_in_one_order() -> None:
+    """A tenant's stream, MEM_TURNS_<tenant>, captures its turns and flushes together (the legacy MEM_TURNS held
+    every tenant's), and the dead-letter stream captures every tenant's per-consumer subjects."""
+    assert streams.turns_stream("mem", "acme") == "MEM_TURNS_acme"
+    assert streams.turns_subjects("mem", "acme") == ["mem.acme.turns", "mem.acme.flush"]
     assert streams.turns_subjects("mem") == ["mem.*.turns", "mem.*.flush"]
+    assert streams.legacy_turns_stream("mem") == "MEM_TURNS"
     assert streams.dlq_subjects("mem") == ["mem.dlq.*.*"]
 
 

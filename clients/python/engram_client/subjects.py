@@ -65,6 +65,12 @@ def forgotten(prefix: str) -> str:
     return f"_ENGRAM.{prefix}.forgotten"
 
 
+def tenant_streams(prefix: str) -> str:
+    """`_ENGRAM.<prefix>.tenant-streams`: core NATS, an ingestor announces a tenant whose turns stream it just made
+    (every replica starts consuming it)."""
+    return f"_ENGRAM.{prefix}.tenant-streams"
+
+
 def kv_key(bucket: str, key: str) -> str:
     """`$KV.<bucket>.<key>`: the subject a key-value entry is stored under (for writes KeyValue has no call for)."""
     return f"$KV.{bucket}.{key}"

@@ -1,0 +1,1 @@
+"""TLS for a deployment: a private certificate authority and the servers' certificates (`engram certs`)."""
