@@ -223,9 +223,51 @@ def llm_cost() -> Row:
     ))
 
 
+def tenancy() -> Row:
+    """What engram refuses or paces per tenant, and whether its own state and streams are as they should be."""
+    return Row("Tenancy and quotas", (
+        stat("Tenant streams", "Tenants' turns streams the ingestors consume (each tenant gets its own on its first "
+             "turn or flush).",
+             Target("engram:tenant_streams:max")),
+        stat("Streams made (24 h)", "Tenants' turns streams made on their first message in the last 24 hours: "
+             "new tenants starting to publish.",
+             Target("sum(increase(engram_tenant_streams_made_total[24h]))")),
+        stat("Near storage quota", "Tenants whose turns stream holds at least 90% of its storage quota: once it is "
+             "full their publishes are refused. The alert fires after 10 minutes.",
+             Target('engram:tenants_near_quota:max{quota="turns_storage"}')),
+        stat("Legacy turns stream", "1 while the pre-isolation stream of every tenant's turns (MEM_TURNS) still "
+             "exists: de-duplication, storage quotas and ingestion are not per tenant until it is migrated "
+             "(docs/operations/upgrades.md).",
+             Target("engram:legacy_turns_stream:max")),
+        stat("Refused replies (1 h)", "Requests left unanswered in the last hour because their reply subject was "
+             "not an inbox: someone tried to make engram write its answer elsewhere (a bucket, the JetStream API, "
+             "another tenant's subjects). Any one fires an alert.",
+             Target(per_hour("engram_replies_refused_total"))),
+        stat("Unreadable state (1 h)", "Values in engram's own NATS buckets (working memory, forget marks, "
+             "consolidation leases and runs) that could not be parsed in the last hour; engram read them as absent. "
+             "Any one fires an alert.",
+             Target(per_hour("engram_state_unreadable_total"))),
+        timeseries("Quota refusals / s", "Requests refused (`unavailable`, with a retry hint) because their tenant "
+                   "was over its request rate, by quota: recall, or requests (entries, forget, consolidate). Short "
+                   "bursts are the quota working; a sustained rate means a tenant's demand exceeds its quota.",
+                   Target("engram:quota_refusals_per_second:5m", "{{quota}}"), unit="reqps"),
+        timeseries("Ingest pacing", "Seconds tenants' turns waited in their own streams per second, because their "
+                   "tenant was over its ingest rate (ENGRAM_TENANT_INGEST_PER_S or its own quota), summed over "
+                   "tenants and ingestors: 1 means one tenant's turns waited all the time. Other tenants' turns are "
+                   "not held up.",
+                   Target(per_second("engram_ingest_paced_seconds_total"), "paced")),
+        timeseries("Refused and unreadable / s", "Replies refused (reply subject not an inbox) by service, messages "
+                   "of tenants the registry does not list, and unparsable values of engram's NATS state by place.",
+                   Target(per_second("engram_replies_refused_total", "service"), "reply refused {{service}}"),
+                   Target(per_second("engram_tenants_refused_total"), "unregistered tenant"),
+                   Target(per_second("engram_state_unreadable_total", "place"), "unreadable {{place}}"),
+                   unit="ops"),
+    ))
+
+
 def rows() -> list[Row]:
     """Every row of the dashboard, top to bottom."""
-    return [overview(), ingest(), recall(), consolidation(), memory_quality(), llm_cost()]
+    return [overview(), ingest(), recall(), consolidation(), memory_quality(), llm_cost(), tenancy()]
 
 
 def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> Json:
