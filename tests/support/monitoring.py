@@ -16,7 +16,9 @@ ALERTS_TEST = RULES / "tests" / "engram-alerts.test.yml"
 GRAFANA = ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "engram.json"
 EXPECTED_ALERTS = {"EngramRecallLatencyHigh", "EngramConsumerLagGrowing", "EngramDeadLetters",
-                   "EngramConsolidationStale", "EngramLlmFallbackRate", "EngramNotReady"}
+                   "EngramConsolidationStale", "EngramLlmFallbackRate", "EngramNotReady", "EngramRepliesRefused",
+                   "EngramQuotaRefusalsHigh", "EngramTenantNearStorageQuota", "EngramStateUnreadable",
+                   "EngramLegacyTurnsStream"}
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _NAME = re.compile(r"(?<![\w:$])[A-Za-z_:][A-Za-z0-9_:]*")
