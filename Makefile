@@ -35,7 +35,8 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=ON
 TS_CLIENT := clients/typescript
 NODE_STAMP := $(TS_CLIENT)/node_modules/.package-lock.json
 
-.PHONY: run test docs docs-check lint system-deps docker-engine bench soak flood eval clean llm-venv llm-check contract node-deps
+.PHONY: run test docs docs-check lint system-deps docker-engine bench soak flood eval clean llm-venv llm-check contract node-deps \
+        secrets
 
 # Reinstall only when a pyproject.toml changed since the last install (or the venv is missing). The light client
 # (clients/python, engram-client) goes in with the server, which imports the wire contract from it.
@@ -126,6 +127,20 @@ llm-venv: $(LLM_STAMP)
 # The LLM path against that real server, alone (make test runs it too).
 llm-check: $(STAMP) $(LLM_STAMP)
 	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra tests/llm_server
+
+# docker-compose.yml's secrets, each made only when missing and never overwritten: $(SECRETS)/tls (`engram certs`: the
+# CA, the NATS and Qdrant certificates) and $(SECRETS)/tenants (`engram tenants init`: the registry, the accounts,
+# engram's and the system account's NKey seeds). Then `engram tenants add <tenant> --dir $(SECRETS)/tenants` per
+# product. engram's containers run as uid:gid $(ENGRAM_GID) and read engram's seed through its group (0640): chgrp
+# needs root, so without it the command to run is printed instead.
+SECRETS    ?= secrets
+ENGRAM_GID := 10001
+secrets: $(STAMP)
+	@test -e $(SECRETS)/tls || $(BIN)/engram certs --out $(SECRETS)/tls
+	@test -e $(SECRETS)/tenants || { $(BIN)/engram tenants init --dir $(SECRETS)/tenants && \
+	  seed=$(SECRETS)/tenants/nkeys/engram.nk && chmod 0640 $$seed && \
+	  if [ "$$(id -u)" = 0 ]; then chgrp $(ENGRAM_GID) $$seed; \
+	  else echo "engram's containers read $$seed as group $(ENGRAM_GID): run  sudo chgrp $(ENGRAM_GID) $$seed"; fi; }
 
 bench: $(STAMP)
 	$(BIN)/python -m bench --out bench-out

@@ -1,16 +1,20 @@
-"""The container and deployment files: the Dockerfile, docker-compose.yml, deploy/nats/nats.conf and deploy/k8s.
+"""The container and deployment files: the Dockerfile, docker-compose.yml, deploy/nats/nats.conf, deploy/k8s and the
+Makefile's `secrets` target.
 
 No Docker engine or cluster is needed: docker-compose validates the compose file on its own, hadolint lints the
-Dockerfile, nats-server checks its configuration with `-t`, and the manifests are read as data.
+Dockerfile, nats-server checks its configuration with `-t` (with accounts and certificates made as `engram tenants`
+and `engram certs` make them), and the manifests are read as data.
 """
 import contextlib
 import fnmatch
 import http.server
 import itertools
 import os
+import posixpath
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -18,11 +22,15 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import yaml
 
 from shared.settings import Settings
+from shared.tenancy.folder import TenantsFolder
+from shared.tenancy.quotas import Quota, QuotaChanges
+from shared.tls.certificates import make
 
 ROOT = Path(__file__).parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -33,6 +41,8 @@ K8S = ROOT / "deploy" / "k8s"
 SERVICES = ("ingestor", "retriever", "consolidator")
 NATS_NODES = ("nats-1", "nats-2", "nats-3")
 HTTP_PORT = 9464
+MONITOR_PORT = 8222
+SECRETS = ROOT / "secrets"  # what `make secrets` and `engram tenants` make; compose mounts files from it
 ENGRAM_VAR = re.compile(r"\bENGRAM_[A-Z0-9_]+\b")
 
 
@@ -73,17 +83,31 @@ def test_the_compose_file_refuses_to_start_without_its_secrets() -> None:
     """No secret has a default: without an env file docker-compose stops and names the first one missing."""
     result = _docker_compose("config", "-q", env=_clean_env())
     assert result.returncode != 0
-    assert re.search(r"set (NATS_[A-Z]+_PASSWORD|QDRANT_API_KEY|GRAFANA_ADMIN_PASSWORD)", result.stderr), \
-        result.stderr
+    assert re.search(r"set (QDRANT_API_KEY|GRAFANA_ADMIN_PASSWORD)", result.stderr), result.stderr
     for name, value in _env_file(ENV_EXAMPLE).items():
         if "PASSWORD" in name or "KEY" in name:
             assert value.startswith("change-me"), f"{name} in {ENV_EXAMPLE.name} must be a placeholder"
 
 
+def _mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """A compose service's host mounts (bind mounts, short or long syntax) as {target in the container: source}."""
+    found = {}
+    for volume in service.get("volumes", []):
+        parts = volume.split(":") if isinstance(volume, str) else [volume["source"], volume["target"]]
+        if parts[0].startswith("/"):
+            found[parts[1]] = Path(parts[0])
+    return found
+
+
+def _read_only(service: dict[str, Any]) -> set[str]:
+    """The targets of a compose service's read-only mounts."""
+    return {(v["target"] if isinstance(v, dict) else v.split(":")[1]) for v in service.get("volumes", [])
+            if (v.get("read_only") if isinstance(v, dict) else v.endswith(":ro"))}
+
+
 def test_compose_runs_every_service_from_one_image_behind_healthy_dependencies(compose_config: dict[str, Any]) -> None:
     """Compose defines exactly the NATS nodes, Qdrant, the three services and monitoring; each service builds from the
-    repository root, starts after healthy NATS and Qdrant, checks /readyz, and uses the credentials its dependencies
-    expect."""
+    repository root, starts after healthy NATS and Qdrant, checks /readyz, and sends the API key Qdrant expects."""
     services = compose_config["services"]
     assert set(services) == {*NATS_NODES, "qdrant", *SERVICES, "prometheus", "grafana"}
     for name in SERVICES:
@@ -93,42 +117,139 @@ def test_compose_runs_every_service_from_one_image_behind_healthy_dependencies(c
         assert service["depends_on"] == {node: {"condition": "service_healthy"} for node in (*NATS_NODES, "qdrant")}
         assert "/readyz" in " ".join(service["healthcheck"]["test"])
         environment = service["environment"]
-        assert environment["ENGRAM_NATS_URL"] == ",".join(f"nats://{node}:4222" for node in NATS_NODES)
         assert environment["ENGRAM_NATS_REPLICAS"] == "3"
-        assert environment["ENGRAM_QDRANT_URL"] == "http://qdrant:6333"
         assert environment["ENGRAM_HTTP_HOST"] == "0.0.0.0"
-        # The services log in as the NATS user nats.conf defines, with the password the NATS container reads.
-        assert environment["ENGRAM_NATS_USER"] == "engram"
-        for node in NATS_NODES:
-            assert environment["ENGRAM_NATS_PASSWORD"] == services[node]["environment"]["NATS_ENGRAM_PASSWORD"]
         assert environment["ENGRAM_QDRANT_API_KEY"] == services["qdrant"]["environment"]["QDRANT__SERVICE__API_KEY"]
     for name in (*NATS_NODES, "qdrant"):
         assert services[name]["healthcheck"]["test"], f"{name} needs a health check for depends_on"
 
 
-def test_compose_mounts_files_that_exist_where_the_images_read_them(compose_config: dict[str, Any]) -> None:
-    """Every host file compose mounts into NATS, Prometheus and Grafana exists and lands where those images read their
-    configuration."""
-    services = compose_config["services"]
+def test_engram_services_use_tls_to_every_node_and_https_to_qdrant(compose_config: dict[str, Any]) -> None:
+    """Each engram service lists every NATS node by a tls:// URL and Qdrant by an https:// one, each a name the
+    certificates of `engram certs` carry, and trusts the CA for both."""
+    from shared.tls.certificates import NATS_NAMES, QDRANT_NAMES
 
-    def mounts(service: str) -> dict[str, Path]:
-        found = {}
-        for volume in services[service]["volumes"]:
-            parts = volume.split(":") if isinstance(volume, str) else [volume["source"], volume["target"]]
-            if parts[0].startswith("/"):
-                found[parts[1]] = Path(parts[0])
-        return found
+    for name in SERVICES:
+        environment = compose_config["services"][name]["environment"]
+        urls = [urlparse(url) for url in environment["ENGRAM_NATS_URL"].split(",")]
+        assert [url.scheme for url in urls] == ["tls"] * len(NATS_NODES)
+        assert [(url.hostname, url.port) for url in urls] == [(node, 4222) for node in NATS_NODES]
+        assert set(NATS_NODES) <= set(NATS_NAMES)
+        qdrant = urlparse(environment["ENGRAM_QDRANT_URL"])
+        assert qdrant.scheme == "https" and qdrant.hostname in QDRANT_NAMES and qdrant.port == 6333
+        assert environment["ENGRAM_NATS_TLS_CA_FILE"] == environment["ENGRAM_QDRANT_TLS_CA_FILE"]
 
+
+def test_engram_services_mount_the_ca_their_own_seed_and_the_registry_and_nothing_else(
+        compose_config: dict[str, Any]) -> None:
+    """The files the services' ENGRAM_*_FILE settings name are mounted read-only from what `make secrets` and
+    `engram tenants` make: the CA, engram's NKey seed (not the system account's, not a tenant's) and tenants.json."""
+    for name in SERVICES:
+        service = compose_config["services"][name]
+        environment, mounts = service["environment"], _mounts(service)
+        assert mounts == {environment["ENGRAM_NATS_TLS_CA_FILE"]: SECRETS / "tls" / "ca.pem",
+                          environment["ENGRAM_NATS_NKEY_SEED_FILE"]: SECRETS / "tenants" / "nkeys" / "engram.nk",
+                          environment["ENGRAM_TENANTS_FILE"]: SECRETS / "tenants" / "tenants.json"}
+        assert set(mounts) == _read_only(service)
+
+
+def _nats_conf(key: str) -> str:
+    """A value nats.conf sets (`key: value`, quotes dropped, comments ignored)."""
+    text = re.sub(r"#.*", "", NATS_CONF.read_text())
+    [value] = re.findall(rf"^\s*{key}:\s*(\S+)", text, re.MULTILINE)
+    return str(value).strip('"')
+
+
+def _nats_include() -> str:
+    """The file nats.conf includes (relative to its own folder)."""
+    [included] = re.findall(r'^include "([^"]+)"', re.sub(r"#.*", "", NATS_CONF.read_text()), re.MULTILINE)
+    return str(included)
+
+
+def test_every_nats_node_mounts_the_config_the_accounts_and_its_certificate_where_nats_conf_reads_them(
+        compose_config: dict[str, Any]) -> None:
+    """Each node mounts deploy/nats/nats.conf where its command reads it, the accounts `engram tenants` renders
+    beside it (nats.conf includes them by a relative path) and the NATS certificate and key at the paths nats.conf
+    names, all read-only; its own data volume holds the JetStream store given on the command line."""
     for node in NATS_NODES:
-        assert mounts(node)["/etc/nats/nats.conf"] == NATS_CONF
-        assert services[node]["command"][:2] == ["--config", "/etc/nats/nats.conf"]
-    assert mounts("prometheus") == {"/etc/prometheus/prometheus.yml": ROOT / "deploy/prometheus/prometheus.yml",
-                                    "/etc/prometheus/rules": ROOT / "deploy/prometheus/rules"}
-    assert mounts("grafana") == {"/etc/grafana/provisioning": ROOT / "deploy/grafana/provisioning",
-                                 "/var/lib/grafana/dashboards": ROOT / "deploy/grafana/dashboards"}
-    for service in (*NATS_NODES, "prometheus", "grafana"):
-        for path in mounts(service).values():
-            assert path.exists(), f"{service} mounts {path}, which does not exist"
+        service = compose_config["services"][node]
+        mounts = _mounts(service)
+        flags = _flags(service["command"])
+        config = flags["--config"]
+        assert mounts[config] == NATS_CONF
+        assert mounts[posixpath.join(posixpath.dirname(config), _nats_include())] == \
+            SECRETS / "tenants" / "accounts.conf"
+        assert mounts[_nats_conf("cert_file")] == SECRETS / "tls" / "nats.pem"
+        assert mounts[_nats_conf("key_file")] == SECRETS / "tls" / "nats-key.pem"
+        assert set(mounts) == _read_only(service), "the config, accounts and keys are mounted read-only"
+        assert len(mounts) == 4, f"{node} mounts more than its config, accounts, certificate and key: {mounts}"
+        [data] = [v["target"] if isinstance(v, dict) else v.split(":")[1] for v in service["volumes"]
+                  if not str(v.get("source") if isinstance(v, dict) else v).startswith("/")]
+        assert flags["--store_dir"].startswith(f"{data}/")
+
+
+def test_compose_mounts_files_that_exist_where_the_images_read_them(compose_config: dict[str, Any]) -> None:
+    """Every repository file compose mounts exists, and Prometheus and Grafana read theirs where their images read
+    their configuration; every other host file mounted is one `make secrets` or `engram tenants` makes."""
+    services = compose_config["services"]
+    assert _mounts(services["prometheus"]) == {
+        "/etc/prometheus/prometheus.yml": ROOT / "deploy/prometheus/prometheus.yml",
+        "/etc/prometheus/rules": ROOT / "deploy/prometheus/rules"}
+    assert _mounts(services["grafana"]) == {"/etc/grafana/provisioning": ROOT / "deploy/grafana/provisioning",
+                                            "/var/lib/grafana/dashboards": ROOT / "deploy/grafana/dashboards"}
+    made = {SECRETS / "tls" / name for name in ("ca.pem", "nats.pem", "nats-key.pem", "qdrant.pem", "qdrant-key.pem")}
+    made |= {SECRETS / "tenants" / name for name in ("accounts.conf", "tenants.json", "nkeys/engram.nk")}
+    for name, service in services.items():
+        for path in _mounts(service).values():
+            if path.is_relative_to(SECRETS):
+                assert path in made, f"{name} mounts {path}, which neither make secrets nor engram tenants makes"
+            else:
+                assert path.exists(), f"{name} mounts {path}, which does not exist"
+
+
+def test_qdrant_serves_https_with_the_certificate_engram_certs_makes(compose_config: dict[str, Any]) -> None:
+    """Qdrant has TLS on, with its certificate, key and CA at the paths its environment names, mounted read-only
+    from `engram certs`' folder (never the CA's key)."""
+    qdrant = compose_config["services"]["qdrant"]
+    environment, mounts = qdrant["environment"], _mounts(qdrant)
+    assert environment["QDRANT__SERVICE__ENABLE_TLS"] == "true"
+    assert mounts == {environment["QDRANT__TLS__CERT"]: SECRETS / "tls" / "qdrant.pem",
+                      environment["QDRANT__TLS__KEY"]: SECRETS / "tls" / "qdrant-key.pem",
+                      environment["QDRANT__TLS__CA_CERT"]: SECRETS / "tls" / "ca.pem"}
+    assert set(mounts) == _read_only(qdrant)
+
+
+def _published(service: dict[str, Any]) -> set[int]:
+    """The container ports a compose service publishes on the host."""
+    return {int(p["target"]) if isinstance(p, dict) else int(str(p).split(":")[-1].split("/")[0])
+            for p in service.get("ports", [])}
+
+
+def test_no_compose_service_publishes_nats_monitoring(compose_config: dict[str, Any]) -> None:
+    """NATS monitoring lists every account's connections: nats.conf binds it to loopback, no service publishes it,
+    and the NATS nodes publish only their client port (their health check asks monitoring inside the container)."""
+    assert _nats_conf("http") == f"127.0.0.1:{MONITOR_PORT}"
+    for name, service in compose_config["services"].items():
+        assert MONITOR_PORT not in _published(service), f"{name} publishes NATS monitoring"
+    for node in NATS_NODES:
+        service = compose_config["services"][node]
+        assert _published(service) == {4222}
+        assert f"http://127.0.0.1:{MONITOR_PORT}/healthz" in " ".join(service["healthcheck"]["test"])
+
+
+def test_no_password_variable_remains_for_nats(compose_config: dict[str, Any]) -> None:
+    """NATS logins are NKey seeds now: no NATS password or user in compose, the example env file or the k8s files;
+    the only passwords left are Grafana's admin login and Qdrant's API key."""
+    for name, service in compose_config["services"].items():
+        for variable in service.get("environment", {}):
+            assert not variable.startswith("NATS_"), f"{name} still sets {variable}"
+            assert variable not in ("ENGRAM_NATS_USER", "ENGRAM_NATS_PASSWORD", "ENGRAM_NATS_TOKEN")
+            assert "PASSWORD" not in variable or (name, variable) == ("grafana", "GF_SECURITY_ADMIN_PASSWORD")
+    assert set(_env_file(ENV_EXAMPLE)) == {"QDRANT_API_KEY", "QDRANT_VERSION", "GRAFANA_ADMIN_USER",
+                                            "GRAFANA_ADMIN_PASSWORD", "ENGRAM_LOG_LEVEL"}
+    for path in [COMPOSE, ENV_EXAMPLE, *K8S.glob("*.yaml"), K8S / "README.md", NATS_CONF]:
+        text = path.read_text()
+        assert not re.search(r"NATS_[A-Z_]*PASSWORD|ENGRAM_NATS_(USER|PASSWORD|TOKEN)\b|nats-password", text), path
 
 
 def test_prometheus_scrapes_each_compose_service_on_its_metrics_port(compose_config: dict[str, Any]) -> None:
@@ -141,17 +262,11 @@ def test_prometheus_scrapes_each_compose_service_on_its_metrics_port(compose_con
         assert f"{name}:{HTTP_PORT}" in targets
 
 
-def test_the_nats_container_gets_every_variable_nats_conf_reads(compose_config: dict[str, Any]) -> None:
-    """Every environment variable nats.conf reads without defining it is given to each NATS node by compose and listed
-    in the example env file."""
-    # Quoted strings ("$JS.API.>") and comments are no variable references.
-    text = re.sub(r'"[^"\n]*"|#.*', "", NATS_CONF.read_text())
-    defined = set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*=", text, re.MULTILINE))  # variables the file sets itself
-    wanted = set(re.findall(r"\$([A-Z_][A-Z0-9_]*)", text)) - defined
-    assert wanted, "nats.conf reads no password from the environment"
-    for node in NATS_NODES:
-        assert wanted <= set(compose_config["services"][node]["environment"])
-    assert wanted <= set(_env_file(ENV_EXAMPLE))
+def test_nats_conf_reads_no_environment_variable() -> None:
+    """nats.conf takes nothing from the environment (its secrets are files: the key, the accounts), so the NATS
+    nodes need no environment at all."""
+    text = re.sub(r'"[^"\n]*"|#.*', "", NATS_CONF.read_text())  # quoted strings and comments are no references
+    assert not re.findall(r"\$([A-Z_][A-Z0-9_]*)", text)
 
 
 def _flags(command: list[str]) -> dict[str, str]:
@@ -159,8 +274,8 @@ def _flags(command: list[str]) -> dict[str, str]:
 
 
 def test_compose_runs_nats_as_one_three_node_jetstream_cluster(compose_config: dict[str, Any]) -> None:
-    """Each node has its own name, data volume and host ports, the same cluster name, and routes to all three;
-    engram's services list every node and keep 3 replicas (test_nats_cluster.py runs this shape for real)."""
+    """Each node has its own name, data volume and host client port, the same cluster name, and routes to all three
+    (test_nats_cluster.py runs this shape for real)."""
     services = compose_config["services"]
     names, volumes, ports = set(), set(), set()
     for node in NATS_NODES:
@@ -173,7 +288,7 @@ def test_compose_runs_nats_as_one_three_node_jetstream_cluster(compose_config: d
                     if (v["target"] if isinstance(v, dict) else v.split(":")[1]) == "/data"}
         ports |= {str(p["published"]) if isinstance(p, dict) else p.split(":")[-2] for p in services[node]["ports"]}
     assert names == set(NATS_NODES)
-    assert len(volumes) == 3 and len(ports) == 6
+    assert len(volumes) == 3 and len(ports) == 3
 
 
 def _nats_server() -> Path:
@@ -182,36 +297,115 @@ def _nats_server() -> Path:
     return binary
 
 
-def test_nats_conf_is_valid_and_refuses_to_start_without_its_passwords() -> None:
-    """nats-server accepts nats.conf with the example env's passwords and, without them, refuses it naming
-    NATS_ENGRAM_PASSWORD."""
-    env = {**_clean_env(), **_env_file(ENV_EXAMPLE)}
-    result = subprocess.run([str(_nats_server()), "-t", "-c", str(NATS_CONF)], env=env, capture_output=True,
-                            text=True, timeout=30)
+def _nats_etc(folder: Path, *, accounts: bool = True) -> Path:
+    """An /etc/nats as the NATS nodes see it, in `folder`: nats.conf as shipped (but for where the certificates are),
+    certificates from `engram certs` and, with `accounts`, the accounts `engram tenants` renders for a tenant."""
+    tls = folder / "tls"
+    make(tls)
+    tenants = TenantsFolder(folder / "tenants")
+    tenants.init("mem", Quota())
+    tenants.add("acme", QuotaChanges(), Quota())
+    etc = folder / "etc-nats"
+    etc.mkdir()
+    cert_dir = posixpath.dirname(_nats_conf("cert_file"))
+    (etc / "nats.conf").write_text(NATS_CONF.read_text().replace(f"{cert_dir}/", f"{tls}/"))
+    if accounts:
+        shutil.copy(tenants.accounts_file, etc / _nats_include())
+    return etc / "nats.conf"
+
+
+def _check(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(_nats_server()), "-t", "-c", str(config), *flags], env=_clean_env(),
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_nats_conf_is_valid_with_the_accounts_and_certificates_engram_makes(tmp_path: Path) -> None:
+    """nats-server accepts nats.conf, with the command line of a compose node, when the accounts `engram tenants`
+    renders sit beside it and `engram certs`' certificate and key are where it reads them."""
+    node = _flags(yaml.safe_load(COMPOSE.read_text())["services"]["nats-1"]["command"])
+    result = _check(_nats_etc(tmp_path), "--store_dir", str(tmp_path / "store"), "--name", node["--name"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is valid" in result.stdout + result.stderr
-    result = subprocess.run([str(_nats_server()), "-t", "-c", str(NATS_CONF)], env=_clean_env(),
-                            capture_output=True, text=True, timeout=30)
+
+
+def test_nats_conf_refuses_to_start_without_the_accounts(tmp_path: Path) -> None:
+    """Without accounts.conf beside it (the tenants folder not mounted, `make secrets` not run), nats-server refuses
+    nats.conf and names the missing file."""
+    result = _check(_nats_etc(tmp_path, accounts=False))
     assert result.returncode != 0
-    assert "NATS_ENGRAM_PASSWORD" in result.stdout + result.stderr
+    assert _nats_include() in result.stdout + result.stderr
 
 
-def test_the_helm_values_in_the_k8s_readme_grant_what_nats_conf_grants() -> None:
-    """deploy/k8s/README.md carries nats.conf's users into the NATS chart; the two must not drift apart."""
+def _readme_yaml(marker: str) -> dict[str, Any]:
+    """The YAML block of deploy/k8s/README.md that contains `marker`."""
     [values] = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", (K8S / "README.md").read_text(),
-                                                              re.DOTALL) if "merge:" in block]
-    accounts = values["config"]["merge"]["accounts"]
-    chart_subjects = {subject for account in accounts.values() for user in account["users"]
-                      for kind, rights in user.get("permissions", {}).items()
-                      if isinstance(rights, dict) and kind != "allow_responses"
-                      for subjects in rights.values() for subject in subjects}
-    conf = re.sub(r"#.*", "", NATS_CONF.read_text())
-    conf_subjects = set(re.findall(r'"([^"\s]+)"', re.sub(r"allow_responses:.*", "", conf))) - {"/data/jetstream"}
-    assert chart_subjects == conf_subjects
-    chart_users = {user["user"] for account in accounts.values() for user in account["users"]}
-    assert chart_users == set(re.findall(r"\buser: (\w+)", conf))
-    chart_env = set(values["container"]["env"])
-    assert chart_env == set(re.findall(r"\$(NATS_[A-Z0-9_]+_PASSWORD)", conf))
+                                                              re.DOTALL) if marker in block]
+    assert isinstance(values, dict)
+    return values
+
+
+def _added(patch: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
+    """What a chart value's JSON patch appends at `path`."""
+    return [op["value"] for op in patch if op["op"] == "add" and op["path"] == f"{path}/-"]
+
+
+# Where the NATS chart puts its rendered nats.conf; its `$include` paths are relative to this folder.
+CHART_CONFIG_DIR = "/etc/nats-config"
+
+
+def test_the_helm_values_in_the_k8s_readme_run_what_nats_conf_runs() -> None:
+    """deploy/k8s/README.md gives the NATS chart nats.conf's settings, and the two must not drift apart: TLS with the
+    certificate and key at nats.conf's paths from the Secret made of `engram certs`' files, the accounts `engram
+    tenants` renders included from a mounted Secret, monitoring on loopback only (probes inside the container, the
+    Service without it), JetStream on a three-node cluster."""
+    readme = (K8S / "README.md").read_text()
+    values = _readme_yaml("$include")
+    config = values["config"]
+
+    tls = config["nats"]["tls"]
+    assert tls["enabled"] is True
+    assert f"{tls['dir']}/{tls['cert']}" == _nats_conf("cert_file")
+    assert f"{tls['dir']}/{tls['key']}" == _nats_conf("key_file")
+    assert tls["merge"]["timeout"] == int(_nats_conf("timeout"))
+    assert (f"kubectl create secret generic {tls['secretName']} --from-file=secrets/tls/{tls['cert']} "
+            f"--from-file=secrets/tls/{tls['key']}") in readme
+
+    [include] = [path for key, path in config["merge"].items() if key.endswith("$include")]
+    [mount] = [m for m in _added(values["container"]["patch"], "/volumeMounts")
+               if posixpath.normpath(posixpath.join(CHART_CONFIG_DIR, include)) ==
+               f"{m['mountPath']}/{_nats_include()}"]
+    [volume] = [v for v in _added(values["podTemplate"]["patch"], "/spec/volumes") if v["name"] == mount["name"]]
+    accounts_secret = volume["secret"]["secretName"]
+    assert "items" not in volume["secret"] and "subPath" not in mount, "a subPath mount never sees an update"
+    assert (f"kubectl create secret generic {accounts_secret} --from-file=secrets/tenants/{_nats_include()}"
+            in readme)
+
+    assert config["monitor"]["enabled"] is False
+    assert config["merge"]["http"] == _nats_conf("http")
+    assert values["service"]["ports"]["monitor"]["enabled"] is False
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        command = values["container"]["merge"][probe]["exec"]["command"]
+        assert urlparse(command[-1]).netloc == _nats_conf("http"), f"the {probe} asks monitoring on loopback"
+
+    assert config["jetstream"]["enabled"] is True
+    assert config["cluster"] == {"enabled": True, "replicas": 3}
+
+
+def test_the_qdrant_values_in_the_k8s_readme_serve_https_with_engram_certs_files() -> None:
+    """The Qdrant chart's values turn TLS on with the certificate, key and CA of `engram certs`, mounted from the
+    Secret made of those files at the paths Qdrant's tls block names."""
+    readme = (K8S / "README.md").read_text()
+    values = _readme_yaml("enable_tls")
+    assert values["config"]["service"]["enable_tls"] is True
+    [volume] = values["additionalVolumes"]
+    [mount] = [m for m in values["additionalVolumeMounts"] if m["name"] == volume["name"]]
+    files = {posixpath.basename(path) for path in values["config"]["tls"].values()}
+    for path in values["config"]["tls"].values():
+        assert posixpath.dirname(path) == mount["mountPath"]
+    assert files == {"qdrant.pem", "qdrant-key.pem", "ca.pem"}
+    secret = volume["secret"]["secretName"]
+    assert f"kubectl create secret generic {secret} " + " ".join(
+        f"--from-file=secrets/tls/{name}" for name in ("qdrant.pem", "qdrant-key.pem")) in readme
 
 
 # --- ENGRAM_* variables ------------------------------------------------------------------------------------------
@@ -254,38 +448,69 @@ def _settings_from(environment: dict[str, str], monkeypatch: pytest.MonkeyPatch)
     return Settings()
 
 
+def _secure(settings: Settings) -> None:
+    """The settings of a deployed engram service: TLS to NATS and Qdrant with a CA, engram's NKey seed, a tenants
+    registry, the Qdrant API key, and nothing of the password era."""
+    assert settings.nats_url and all(url.strip().startswith("tls://") for url in settings.nats_url.split(","))
+    assert settings.qdrant_url and settings.qdrant_url.startswith("https://")
+    assert settings.nats_tls_ca_file and settings.qdrant_tls_ca_file and settings.nats_nkey_seed_file
+    assert settings.tenants_file and settings.qdrant_api_key is not None
+    assert settings.nats_user is None and settings.nats_password is None and settings.nats_token is None
+    assert settings.http_host == "0.0.0.0" and settings.http_port == HTTP_PORT
+
+
 def test_compose_services_get_settings_that_validate(compose_config: dict[str, Any],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each compose service's environment builds valid Settings with NATS and Qdrant URLs, credentials, an
-    all-interfaces host and the metrics port."""
+    """Each compose service's environment builds valid Settings: tls:// and https:// with the CA, engram's seed, the
+    tenants registry, an all-interfaces host and the metrics port."""
     for name in SERVICES:
         environment = {k: str(v) for k, v in compose_config["services"][name]["environment"].items()}
         with monkeypatch.context() as env:
-            settings = _settings_from(environment, env)
-        assert settings.nats_url and settings.qdrant_url and settings.http_host == "0.0.0.0"
-        assert settings.nats_user == "engram" and settings.nats_password is not None
-        assert settings.qdrant_api_key is not None
-        assert settings.http_port == HTTP_PORT
+            _secure(_settings_from(environment, env))
+
+
+def _pod_environment(container: dict[str, Any]) -> dict[str, str]:
+    """A k8s container's ENGRAM_* environment: its ConfigMaps, then its own entries (a Secret's value, which is not in
+    the repository, as a placeholder that shows the variable is wired)."""
+    configmaps = {c["metadata"]["name"]: c["data"] for c in _k8s_objects("ConfigMap")}
+    environment: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        environment.update(configmaps[source["configMapRef"]["name"]])
+    for variable in container.get("env", []):
+        environment[variable["name"]] = variable.get("value", "from-a-secret")
+    return {k: v for k, v in environment.items() if k.startswith("ENGRAM_")}
 
 
 def test_k8s_pods_get_settings_that_validate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each k8s Deployment's ConfigMap and env entries set the required ENGRAM_* variables and build valid Settings
-    listening on all interfaces at the metrics port."""
-    configmaps = {c["metadata"]["name"]: c["data"] for c in _k8s_objects("ConfigMap")}
+    """Each k8s Deployment's ConfigMap and env entries build valid Settings: tls://nats:4222 and https:// with the
+    CA, engram's seed, the tenants registry, all interfaces at the metrics port."""
     for deployment in _k8s_objects("Deployment"):
         [container] = deployment["spec"]["template"]["spec"]["containers"]
-        environment: dict[str, str] = {}
-        for source in container.get("envFrom", []):
-            environment.update(configmaps[source["configMapRef"]["name"]])
-        for variable in container.get("env", []):
-            # A Secret's value is not in the repository: any placeholder shows that the variable is wired.
-            environment[variable["name"]] = variable.get("value", "from-a-secret")
-        for needed in ("ENGRAM_NATS_URL", "ENGRAM_QDRANT_URL", "ENGRAM_HTTP_HOST", "ENGRAM_NATS_PASSWORD"):
-            assert needed in environment, f"{deployment['metadata']['name']} does not set {needed}"
-        assert environment["ENGRAM_HTTP_HOST"] == "0.0.0.0"
         with monkeypatch.context() as env:
-            settings = _settings_from({k: v for k, v in environment.items() if k.startswith("ENGRAM_")}, env)
-        assert settings.nats_url and settings.qdrant_url and settings.http_port == HTTP_PORT
+            settings = _settings_from(_pod_environment(container), env)
+        _secure(settings)
+        assert settings.nats_url == "tls://nats:4222"
+
+
+def test_k8s_pods_mount_the_files_their_settings_name_from_secrets() -> None:
+    """Every ENGRAM_*_FILE a pod's settings name lies in a read-only volume of a referenced Secret holding that file
+    (whole-volume mounts, never subPath, so a Secret's update reaches the pod), and engram's seed is readable by
+    the pod's group only."""
+    for deployment in _k8s_objects("Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        files = {name: path for name, path in _pod_environment(container).items() if name.endswith("_FILE")}
+        assert set(files) == {"ENGRAM_NATS_NKEY_SEED_FILE", "ENGRAM_NATS_TLS_CA_FILE", "ENGRAM_QDRANT_TLS_CA_FILE",
+                              "ENGRAM_TENANTS_FILE"}
+        for name, path in files.items():
+            mount = mounts[posixpath.dirname(path)]
+            assert mount.get("readOnly") is True and "subPath" not in mount
+            secret = volumes[mount["name"]]["secret"]
+            assert posixpath.basename(path) in [item["path"] for item in secret["items"]], name
+        seed = volumes[mounts[posixpath.dirname(files["ENGRAM_NATS_NKEY_SEED_FILE"])]["name"]]["secret"]
+        assert seed["defaultMode"] == 0o440 and pod["securityContext"]["fsGroup"] == 10001
 
 
 # --- Dockerfile ----------------------------------------------------------------------------------------------------
@@ -409,6 +634,23 @@ def test_the_compose_health_check_passes_only_when_ready(compose_config: dict[st
     assert (result.returncode == 0) == (status == 200)
 
 
+@pytest.mark.parametrize("listening", [True, False])
+def test_the_qdrant_health_check_passes_only_when_qdrant_listens(compose_config: dict[str, Any],
+                                                                  listening: bool) -> None:
+    """Qdrant's compose health check (bash, a TCP connection: the image has no TLS client) succeeds when its port
+    accepts connections and fails when nothing listens there."""
+    argv = compose_config["services"]["qdrant"]["healthcheck"]["test"]
+    assert argv[:2] == ["CMD", "bash"] and "/dev/tcp/127.0.0.1/6333" in argv[-1]
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        if listening:
+            server.listen()
+        result = subprocess.run([*argv[1:-1], argv[-1].replace("/6333", f"/{port}")], env=_clean_env(),
+                                capture_output=True, timeout=30)
+    assert (result.returncode == 0) == listening
+
+
 def test_dockerignore_sends_what_the_image_copies_and_nothing_local() -> None:
     """The build context includes every path the Dockerfile copies and excludes local state such as .venv, .git, data
     and tests."""
@@ -502,3 +744,38 @@ def test_kustomize_builds_the_base() -> None:
     assert result.returncode == 0, result.stderr
     kinds = [doc["kind"] for doc in yaml.safe_load_all(result.stdout) if doc]
     assert kinds.count("Deployment") == 3 and kinds.count("PodDisruptionBudget") == 3
+
+
+# --- make secrets --------------------------------------------------------------------------------------------------
+
+def _make_secrets(folder: Path) -> subprocess.CompletedProcess[str]:
+    """`make secrets` into `folder`, without reinstalling the venv the tests run in."""
+    return subprocess.run(["make", "--no-print-directory", "-o", ".venv/.installed-stamp", "secrets",
+                           f"SECRETS={folder}"], cwd=ROOT, env=_clean_env(), capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_make_secrets_makes_every_file_compose_mounts_once_and_never_overwrites_them(
+        compose_config: dict[str, Any], tmp_path: Path) -> None:
+    """`make secrets` makes every file compose mounts from secrets/ (with `engram certs` and `engram tenants init`),
+    gives engram's seed to the group the image runs as (0640; as root, or says how otherwise), and a second run
+    leaves every file as it was."""
+    folder = tmp_path / "secrets"
+    first = _make_secrets(folder)
+    assert first.returncode == 0, first.stdout + first.stderr
+    mounted = {path.relative_to(SECRETS) for service in compose_config["services"].values()
+               for path in _mounts(service).values() if path.is_relative_to(SECRETS)}
+    assert mounted, "compose mounts nothing from secrets/"
+    for relative in mounted:
+        assert (folder / relative).is_file(), f"make secrets does not make {relative}, which compose mounts"
+    seed = folder / "tenants" / "nkeys" / "engram.nk"
+    assert seed.stat().st_mode & 0o777 == 0o640
+    if os.geteuid() == 0:
+        assert seed.stat().st_gid == 10001
+    else:
+        assert f"sudo chgrp 10001 {seed}" in first.stdout
+    before = {path: (path.stat().st_mtime_ns, path.read_bytes()) for path in folder.rglob("*") if path.is_file()}
+    again = _make_secrets(folder)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert {path: (path.stat().st_mtime_ns, path.read_bytes()) for path in folder.rglob("*")
+            if path.is_file()} == before
