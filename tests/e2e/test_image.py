@@ -8,6 +8,22 @@ from tests.support import image
 from tests.support.polling import eventually
 
 HEALTH_WAIT_S = 300  # the HEALTHCHECK's start period (60 s) and three failed checks fit well inside
+# A client of the container's NATS, run inside it with nats-py (argv: a CA file or "", a seed file or ""): it connects
+# over TLS, once, and prints what it met.
+CONNECT = """
+import asyncio, ssl, sys
+import nats
+
+async def main(ca: str, seed: str) -> None:
+    options = {"tls": ssl.create_default_context(cafile=ca)} if ca else {}
+    if seed:
+        options["nkeys_seed"] = seed
+    nc = await nats.connect("tls://127.0.0.1:4222", allow_reconnect=False, connect_timeout=5, **options)
+    print("connected", nc.connected_server_version)
+    await nc.close()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
 
 
 def _docker(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
@@ -32,12 +48,15 @@ async def _wait_for_health() -> str:
 
 
 @pytest.mark.timeout(1800)  # run alone on a new machine, the wait for the build (debootstrap included) is here
-async def test_the_image_runs_engram_read_only_as_its_user_healthy_and_answering_the_demo(
+async def test_the_image_runs_engram_with_tls_and_accounts_read_only_healthy_and_answering_the_demo(
         image_build: image.Background) -> None:
     """The image built from the real Dockerfile (Debian base by debootstrap, wheels from the host, no network in the
     build) runs `engram up` as its numeric non-root user, on a read-only root filesystem with only a tmpfs at /data
-    and no network: its own HEALTHCHECK turns healthy, and `engram demo` run inside the container is answered by that
-    running engram (it does not fall back to a stack of its own), then the container stops cleanly."""
+    and no network, its embedded nats-server on deploy/nats/nats.conf with the certificates of `engram certs` and the
+    accounts of `engram tenants` mounted read-only: its own HEALTHCHECK turns healthy; `engram demo` run inside the
+    container as the demo tenant (its NKey seed, the CA) is answered by that running engram (it does not fall back to
+    a stack of its own); a client that does not trust the CA fails the certificate check, and one that trusts it but
+    has no credentials is refused; then the container stops cleanly."""
     state = await _wait_for_health()
     if state != "running healthy":
         logs = _docker("logs", "--tail", "60", image.CONTAINER)
@@ -51,10 +70,25 @@ async def test_the_image_runs_engram_read_only_as_its_user_healthy_and_answering
     written = _docker("exec", image.CONTAINER, "touch", "/opt/engram/written")
     assert written.returncode != 0 and "Read-only file system" in written.stderr
 
-    demo = _docker("exec", image.CONTAINER, "engram", "demo", timeout_s=300)
+    mounted = _docker("exec", image.CONTAINER, "touch", f"{image.IN_CONTAINER_TLS}/written")
+    assert mounted.returncode != 0 and "Read-only file system" in mounted.stderr
+
+    demo = _docker("exec", "--env", f"ENGRAM_NATS_NKEY_SEED_FILE={image.DEMO_SEED}",
+                   "--env", f"ENGRAM_NATS_TLS_CA_FILE={image.CA}", image.CONTAINER, "engram", "demo",
+                   "--tenant", image.DEMO_TENANT, timeout_s=300)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "no engram answers" not in demo.stdout, demo.stdout[-3000:]
     assert "Lisbon" in demo.stdout and "recall round trip" in demo.stdout, demo.stdout[-3000:]
+
+    # The same client code, as the check that it can pass: the demo tenant's seed and the CA connect.
+    trusted = _docker("exec", image.CONTAINER, "python", "-c", CONNECT, image.CA, image.DEMO_SEED)
+    assert trusted.returncode == 0 and "connected" in trusted.stdout, trusted.stdout + trusted.stderr
+    untrusted = _docker("exec", image.CONTAINER, "python", "-c", CONNECT, "", image.DEMO_SEED)
+    assert untrusted.returncode != 0, untrusted.stdout
+    assert "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr, untrusted.stderr[-3000:]
+    anonymous = _docker("exec", image.CONTAINER, "python", "-c", CONNECT, image.CA, "")
+    assert anonymous.returncode != 0, anonymous.stdout
+    assert "authorization violation" in anonymous.stderr.lower(), anonymous.stderr[-3000:]
 
     stopped = _docker("stop", "--time", "30", image.CONTAINER)
     assert stopped.returncode == 0, stopped.stderr

@@ -1,6 +1,10 @@
 """The Docker image built with no registry: a Debian bookworm base made by debootstrap, engram's dependencies as
 wheels prepared on the host, then the real Dockerfile with `--network none` (tests/e2e/test_image.py runs it).
 
+The container runs as production does: deploy/nats/nats.conf (TLS, NATS accounts) for its embedded nats-server, with
+the certificates of `engram certs` and the accounts, seeds and registry of `engram tenants`, made on the host for the
+test and mounted read-only.
+
 The slow parts are cached and keyed: the base image is tagged by a hash of its recipe, the wheels image by a hash of
 the pinned requirements, and Docker's layer cache keeps every step before the code; so a second run rebuilds only
 engram's code layers. The work starts in a background thread when the image test is collected (tests/e2e/conftest.py)
@@ -32,6 +36,15 @@ BASE_RECIPE = ("debootstrap", "--variant=minbase", "--include=python3.11,python3
 BASE_TRIM = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale")
 BUILD_REQUIREMENTS = ("setuptools>=68",)  # what `pip install .` needs to build engram and its client, offline
 NICE = ("nice", "-n", "15")
+# deploy/nats/nats.conf reads its certificates from /etc/nats/tls and includes accounts.conf from beside itself; the
+# tenants folder (engram's seed, the registry, the demo tenant's seed for `docker exec`) sits apart from both.
+NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
+IN_CONTAINER_NATS = "/etc/nats"
+IN_CONTAINER_TLS = f"{IN_CONTAINER_NATS}/tls"
+IN_CONTAINER_TENANTS = "/etc/engram/tenants"
+CA = f"{IN_CONTAINER_TLS}/ca.pem"
+DEMO_TENANT = "demo"  # the tenant `engram demo` uses
+DEMO_SEED = f"{IN_CONTAINER_TENANTS}/nkeys/tenants/{DEMO_TENANT}.nk"
 
 
 def docker_unreachable() -> str | None:
@@ -144,11 +157,56 @@ def build(log: Path) -> str:
     return built
 
 
+def _engram(*args: str, log: Path) -> None:
+    """Run the venv's `engram` command as an operator would, with no ENGRAM_* variable of the shell running the
+    tests (`engram tenants add` would otherwise try to reload a NATS server it names)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ENGRAM_")}
+    _run([str(Path(sys.executable).parent / "engram"), *args], log, env=env)
+
+
+def _readable_by_container(folder: Path) -> None:
+    """Hand the folder to the container's numeric user: the keys and seeds are 0600 (and their folders 0700) for
+    whoever made them, and the container reads them as 10001. As root, chown them to it; otherwise (a docker group
+    member) open them to everyone, which is safe only because the folder lies inside the test's private (0700)
+    temporary folder."""
+    uid, gid = (int(part) for part in UID.split(":"))
+    for path in [folder, *folder.rglob("*")]:
+        if os.geteuid() == 0:
+            os.chown(path, uid, gid)
+        else:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def make_secrets(folder: Path, log: Path) -> Path:
+    """What an operator makes before the first start, with the real CLI: `engram certs` (folder/tls) and `engram
+    tenants init` + `engram tenants add demo` (folder/tenants); the folder, readable by the container's user."""
+    _engram("certs", "--out", str(folder / "tls"), log=log)
+    _engram("tenants", "init", "--dir", str(folder / "tenants"), log=log)
+    _engram("tenants", "add", DEMO_TENANT, "--dir", str(folder / "tenants"), log=log)
+    _readable_by_container(folder)
+    return folder
+
+
+def _read_only(source: Path, target: str) -> tuple[str, str]:
+    return "--mount", f"type=bind,source={source},target={target},readonly"
+
+
 def start_container(built: str, log: Path) -> None:
-    """Run `engram up` from the image as its numeric user, root filesystem read-only, data in a tmpfs, no network."""
+    """Run `engram up` from the image as its numeric user, root filesystem read-only, data in a tmpfs, no network,
+    its embedded nats-server on deploy/nats/nats.conf: TLS and NATS accounts, from secrets made beside the log."""
     subprocess.run(["docker", "rm", "--force", CONTAINER], capture_output=True, timeout=60)
+    secrets = make_secrets(log.parent / "secrets", log)
     _run(["docker", "run", "--detach", "--name", CONTAINER, "--network", "none", "--read-only",
-          "--tmpfs", f"/data:uid={UID.split(':')[0]},gid={UID.split(':')[1]},mode=0700", "--user", UID, built], log)
+          "--tmpfs", f"/data:uid={UID.split(':')[0]},gid={UID.split(':')[1]},mode=0700", "--user", UID,
+          *_read_only(NATS_CONF, f"{IN_CONTAINER_NATS}/nats.conf"),
+          *_read_only(secrets / "tenants" / "accounts.conf", f"{IN_CONTAINER_NATS}/accounts.conf"),
+          *_read_only(secrets / "tls", IN_CONTAINER_TLS),
+          *_read_only(secrets / "tenants", IN_CONTAINER_TENANTS),
+          "--env", f"ENGRAM_NATS_CONFIG={IN_CONTAINER_NATS}/nats.conf",
+          "--env", f"ENGRAM_NATS_NKEY_SEED_FILE={IN_CONTAINER_TENANTS}/nkeys/engram.nk",
+          "--env", f"ENGRAM_NATS_TLS_CA_FILE={CA}",
+          "--env", f"ENGRAM_TENANTS_FILE={IN_CONTAINER_TENANTS}/tenants.json",
+          built], log)
 
 
 def stop_container() -> None:
