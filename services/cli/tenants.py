@@ -25,7 +25,7 @@ from shared.tenancy.reload import reload_servers
 app = typer.Typer(help="Register the products engram serves, each in a NATS account of its own.",
                   no_args_is_help=True)
 
-DirOpt = Annotated[Path | None, typer.Option("--dir", help="the tenants folder (default: the folder of "
+DirOpt = Annotated[Path | None, typer.Option("--dir", help="the tenants folder (default: the one holding "
                                                            "ENGRAM_TENANTS_FILE, else ./secrets/tenants)")]
 UrlOpt = Annotated[str | None, typer.Option("--nats-url", help="reload the servers there (default: ENGRAM_NATS_URL; "
                                                                "none: print how to reload)")]
@@ -36,7 +36,9 @@ Rate = Annotated[float | None, typer.Option(min=0.001)]
 def _folder(settings: Settings, given: Path | None) -> TenantsFolder:
     if given is not None:
         return TenantsFolder(given)
-    return TenantsFolder(settings.tenants_file.parent if settings.tenants_file else Path("secrets") / "tenants")
+    if settings.tenants_file is not None:  # <folder>/registry/tenants.json
+        return TenantsFolder(settings.tenants_file.parent.parent)
+    return TenantsFolder(Path("secrets") / "tenants")
 
 
 def _changes(max_connections: int | None, max_subscriptions: int | None, max_payload_bytes: int | None,
@@ -79,7 +81,8 @@ def init(directory: DirOpt = None) -> None:
     folder = _folder(settings, directory)
     folder.init(settings.subject_prefix, Quota.from_settings(settings))
     console.print(f"made {folder.root}: give engram's services ENGRAM_NATS_NKEY_SEED_FILE={folder.engram_seed} and "
-                  f"ENGRAM_TENANTS_FILE={folder.registry_file}; mount {folder.accounts_file} beside nats.conf")
+                  f"ENGRAM_TENANTS_FILE={folder.registry_file} (mount its folder); mount {folder.accounts_file.parent} "
+                  "as the folder accounts/ beside nats.conf")
 
 
 @app.command()

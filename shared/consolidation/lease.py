@@ -45,13 +45,16 @@ class LastRun:
     started_at: datetime | None = None  # None: the next scheduled run goes over every owner
     fingerprint: str | None = None  # the settings and version it ran with (Consolidation.fingerprint)
     full_slot: int = -1             # the slot of the last scheduled run that went over every owner
+    unreadable: bool = False        # a record was there but did not parse: it is written over, never kept
 
     @classmethod
     def parse(cls, value: bytes | None, key: str = "") -> "LastRun":
         """From the bucket's JSON (records written before `started_at` existed read as full runs due); a record
         that does not parse is reported and reads as never run, so the tenant's next run is a full one and writes a
         good record over it."""
-        return untrusted.read(_last_run, value, "runs", key) or cls(slot=-1)
+        if not value:
+            return cls(slot=-1)
+        return untrusted.read(_last_run, value, "runs", key) or cls(slot=-1, unreadable=True)
 
 
 def _last_run(value: bytes) -> LastRun:
@@ -63,8 +66,10 @@ def _last_run(value: bytes) -> LastRun:
     started_at = datetime.fromisoformat(started) if started else None
     if started_at is not None and started_at.tzinfo is None:
         raise ValueError("a run's start has no zone")
-    return LastRun(slot=int(data.get("slot", -1)), started_at=started_at, fingerprint=fingerprint,
-                   full_slot=int(data.get("full_slot", -1)))
+    slot = data["slot"]  # every record engram wrote has one
+    if not isinstance(slot, int) or isinstance(slot, bool):
+        raise TypeError("a run's slot is not a number")
+    return LastRun(slot=slot, started_at=started_at, fingerprint=fingerprint, full_slot=int(data.get("full_slot", -1)))
 
 
 class LeaseLost(Unavailable):
@@ -170,9 +175,13 @@ class Leases:
         records = await streams.kv_entries(self._js, self._runs_bucket, ">")
         return {tenant: LastRun.parse(value, tenant) for tenant, value in records.items()}
 
-    async def first_seen(self, tenant: str, slot: int) -> None:
+    async def first_seen(self, tenant: str, slot: int, *, over_unreadable: bool = False) -> None:
         """Record a tenant seen for the first time (its first run is due from the next slot), unless a record is
-        there already: another replica's, or a run's that a stale read missed, which must not be overwritten."""
+        there already: another replica's, or a run's that a stale read missed, which must not be overwritten. A
+        record that did not parse (`over_unreadable`) is written over, so the tenant is scheduled again."""
+        if over_unreadable:
+            await self._runs.put(tenant, self._record(slot))
+            return
         with contextlib.suppress(KeyWrongLastSequenceError):
             await self._runs.create(tenant, self._record(slot))
 

@@ -87,9 +87,10 @@ class Scheduler:
         runs = await self.leases.last_runs()
         for tenant in tenants:
             try:
-                last = runs.get(tenant, LastRun(slot=-1)).slot
-                if last < 0:  # a tenant seen for the first time is consolidated from the next slot on
-                    await self.leases.first_seen(tenant, slot)
+                record = runs.get(tenant, LastRun(slot=-1))
+                last = record.slot
+                if last < 0:  # seen for the first time, or its record did not parse: it runs from the next slot on
+                    await self.leases.first_seen(tenant, slot, over_unreadable=record.unreadable)
                     continue
                 if last >= slot:
                     continue

@@ -1,12 +1,15 @@
 """A deployment's tenants folder, as `engram tenants` keeps it:
 
-    tenants.json            the registry (no secret: public keys and quotas); ENGRAM_TENANTS_FILE names it
-    accounts.conf           the NATS accounts, rendered from it; mount it beside deploy/nats/nats.conf
+    registry/tenants.json   the registry (no secret: public keys and quotas); ENGRAM_TENANTS_FILE names it
+    accounts/accounts.conf  the NATS accounts, rendered from it; deploy/nats/nats.conf includes it from the folder
+                            `accounts/` beside it
     nkeys/engram.nk         engram's own NATS user (its services' ENGRAM_NATS_NKEY_SEED_FILE)
     nkeys/sys.nk            the system account's user (reloads the servers' configuration)
     nkeys/tenants/<t>.nk    each product's user, handed to that product alone
 
-Seeds are written once, readable by their owner alone (0600), and never stored in the registry.
+The registry and the accounts are replaced whole (a new file renamed over the old), each in a folder of its own, so
+that a container mounts the folder, not the file: a file mounted alone keeps showing the file it was when the
+container started. Seeds are written once, readable by their owner alone (0600), and never stored in the registry.
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +29,12 @@ class TenantsFolder:
     @property
     def registry_file(self) -> Path:
         """The registry."""
-        return self.root / "tenants.json"
+        return self.root / "registry" / "tenants.json"
 
     @property
     def accounts_file(self) -> Path:
         """The rendered NATS accounts."""
-        return self.root / "accounts.conf"
+        return self.root / "accounts" / "accounts.conf"
 
     @property
     def engram_seed(self) -> Path:

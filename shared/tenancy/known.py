@@ -9,7 +9,7 @@ from shared.tenancy import registry
 from shared.tenancy.quotas import Quota, QuotaChanges
 
 log = logging.getLogger("engram.tenancy")
-RELOAD_CHECK_S = 5.0  # how often a changed registry file is noticed
+RELOAD_CHECK_S = 2.0  # how often a changed registry file is noticed
 
 
 class KnownTenants:

@@ -106,5 +106,5 @@ class ForgetMarks:
 def _through(value: bytes | None, key: str) -> int:
     """A mark's sequence; 0 for none, and for one that does not parse (reported, and written over by the next
     forget of its subject, which also erases the subject's turns from the stream)."""
-    through = untrusted.read(lambda raw: int(json.loads(raw).get("through_seq", 0)), value, "forget_marks", key)
+    through = untrusted.read(lambda raw: int(json.loads(raw)["through_seq"]), value, "forget_marks", key)
     return max(0, through or 0)
