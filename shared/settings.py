@@ -108,10 +108,12 @@ class Settings(BaseSettings):
     recall_tenant_queue: int = Field(default=64, ge=0, le=10_000)
     recall_queue_wait_s: float = Field(default=10.0, gt=0, le=600)
 
-    # Tenants (shared/tenancy). With a registry (`engram tenants` writes it), engram serves only its tenants, each
-    # with its own quota; these are every tenant's defaults. NATS enforces an account's connections, subscriptions
-    # and payload and a turns stream's bytes; engram the request and ingest rates (per replica).
-    tenants_file: Path | None = None          # tenants.json of `engram tenants`; None: every tenant, the defaults
+    # Tenants and their quotas (shared/tenancy, docs/operations/security.md)
+    # The registry `engram tenants` writes (<folder>/registry/tenants.json): engram then serves only its tenants, each
+    # with its own quota, and the settings below are every tenant's defaults (NATS enforces an account's
+    # connections, subscriptions and payload and a turns stream's bytes; engram the rates, per replica). None: every
+    # tenant, with the defaults.
+    tenants_file: Path | None = None
     tenant_max_connections: int = Field(default=64, ge=1)
     tenant_max_subscriptions: int = Field(default=1_000, ge=10)
     tenant_max_payload_bytes: int = Field(default=384 * 1024, ge=4096, le=64 * 1024 ** 2)  # a legal turn fits

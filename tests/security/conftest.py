@@ -15,7 +15,7 @@ from tests.support.turns import conversation
 
 # The attacker's quota is small, so that its limits are quick to reach; the victim's is the default.
 ATTACKER_QUOTA = {"max_connections": 4, "max_subscriptions": 40, "turns_max_bytes": 1024 ** 2, "recall_per_s": 2.0,
-                  "recall_burst": 4, "requests_per_s": 2.0, "requests_burst": 4}
+                  "recall_burst": 4, "requests_per_s": 2.0, "requests_burst": 4, "max_unacked_turns": 50}
 
 
 @dataclass
