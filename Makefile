@@ -129,16 +129,17 @@ llm-check: $(STAMP) $(LLM_STAMP)
 	LLM_SERVER_REQUIRED=1 $(BIN)/python -m pytest -q -ra tests/llm_server
 
 # docker-compose.yml's secrets, each made only when missing and never overwritten: $(SECRETS)/tls (`engram certs`: the
-# CA, the NATS and Qdrant certificates) and $(SECRETS)/tenants (`engram tenants init`: the registry, the accounts,
-# engram's and the system account's NKey seeds). Then `engram tenants add <tenant> --dir $(SECRETS)/tenants` per
-# product. engram's containers run as uid:gid $(ENGRAM_GID) and read engram's seed through its group (0640): chgrp
-# needs root, so without it the command to run is printed instead.
+# CA, the NATS and Qdrant certificates) and $(SECRETS)/tenants (`engram tenants init`: registry/tenants.json,
+# accounts/accounts.conf, engram's and the system account's NKey seeds in nkeys/). Then `engram tenants add <tenant>
+# --dir $(SECRETS)/tenants` per product. engram's containers run as uid:gid $(ENGRAM_GID): they read the registry's
+# folder, mounted whole (0755 whatever the umask), and engram's seed through its group (0640): chgrp needs root, so
+# without it the command to run is printed instead.
 SECRETS    ?= secrets
 ENGRAM_GID := 10001
 secrets: $(STAMP)
 	@test -e $(SECRETS)/tls || $(BIN)/engram certs --out $(SECRETS)/tls
 	@test -e $(SECRETS)/tenants || { $(BIN)/engram tenants init --dir $(SECRETS)/tenants && \
-	  seed=$(SECRETS)/tenants/nkeys/engram.nk && chmod 0640 $$seed && \
+	  chmod 0755 $(SECRETS)/tenants/registry && seed=$(SECRETS)/tenants/nkeys/engram.nk && chmod 0640 $$seed && \
 	  if [ "$$(id -u)" = 0 ]; then chgrp $(ENGRAM_GID) $$seed; \
 	  else echo "engram's containers read $$seed as group $(ENGRAM_GID): run  sudo chgrp $(ENGRAM_GID) $$seed"; fi; }
 

@@ -43,6 +43,8 @@ NATS_NODES = ("nats-1", "nats-2", "nats-3")
 HTTP_PORT = 9464
 MONITOR_PORT = 8222
 SECRETS = ROOT / "secrets"  # what `make secrets` and `engram tenants` make; compose mounts files from it
+TENANTS = TenantsFolder(SECRETS / "tenants")  # `make secrets`' tenants folder, laid out as `engram tenants` keeps it
+NATS_CONF_DIR = "/etc/nats"  # where every deployment puts nats.conf and what it reads beside it (tls/, accounts/)
 ENGRAM_VAR = re.compile(r"\bENGRAM_[A-Z0-9_]+\b")
 
 
@@ -143,14 +145,30 @@ def test_engram_services_use_tls_to_every_node_and_https_to_qdrant(compose_confi
 def test_engram_services_mount_the_ca_their_own_seed_and_the_registry_and_nothing_else(
         compose_config: dict[str, Any]) -> None:
     """The files the services' ENGRAM_*_FILE settings name are mounted read-only from what `make secrets` and
-    `engram tenants` make: the CA, engram's NKey seed (not the system account's, not a tenant's) and tenants.json."""
+    `engram tenants` make: the CA, engram's NKey seed (not the system account's, not a tenant's) and the registry's
+    folder, with ENGRAM_TENANTS_FILE naming tenants.json in it."""
     for name in SERVICES:
         service = compose_config["services"][name]
         environment, mounts = service["environment"], _mounts(service)
+        registry = environment["ENGRAM_TENANTS_FILE"]
+        assert posixpath.basename(registry) == TENANTS.registry_file.name
         assert mounts == {environment["ENGRAM_NATS_TLS_CA_FILE"]: SECRETS / "tls" / "ca.pem",
-                          environment["ENGRAM_NATS_NKEY_SEED_FILE"]: SECRETS / "tenants" / "nkeys" / "engram.nk",
-                          environment["ENGRAM_TENANTS_FILE"]: SECRETS / "tenants" / "tenants.json"}
+                          environment["ENGRAM_NATS_NKEY_SEED_FILE"]: TENANTS.engram_seed,
+                          posixpath.dirname(registry): TENANTS.registry_file.parent}
         assert set(mounts) == _read_only(service)
+
+
+def test_no_compose_service_mounts_a_file_engram_tenants_replaces(compose_config: dict[str, Any]) -> None:
+    """`engram tenants` replaces accounts.conf and tenants.json with new files renamed over the old ones, and a file
+    mounted alone keeps showing the file its container started with: no service mounts either file alone (nor any
+    file of those names), so a reload reaches the running containers."""
+    replaced = {TENANTS.registry_file, TENANTS.accounts_file}
+    names = {path.name for path in replaced}
+    for name, service in compose_config["services"].items():
+        for target, source in _mounts(service).items():
+            assert source not in replaced, f"{name} mounts {source} alone; mount its folder"
+            assert {source.name, posixpath.basename(target)}.isdisjoint(names), \
+                f"{name} mounts {source} at {target} as a single file; mount its folder"
 
 
 def _nats_conf(key: str) -> str:
@@ -168,17 +186,20 @@ def _nats_include() -> str:
 
 def test_every_nats_node_mounts_the_config_the_accounts_and_its_certificate_where_nats_conf_reads_them(
         compose_config: dict[str, Any]) -> None:
-    """Each node mounts deploy/nats/nats.conf where its command reads it, the accounts `engram tenants` renders
-    beside it (nats.conf includes them by a relative path) and the NATS certificate and key at the paths nats.conf
-    names, all read-only; its own data volume holds the JetStream store given on the command line."""
+    """Each node mounts deploy/nats/nats.conf where its command reads it, the folder of the accounts `engram
+    tenants` renders beside it (nats.conf includes them by a relative path into that folder) and the NATS
+    certificate and key at the paths nats.conf names, all read-only; its own data volume holds the JetStream store
+    given on the command line."""
+    included = posixpath.split(_nats_include())
+    assert included[1] == TENANTS.accounts_file.name
     for node in NATS_NODES:
         service = compose_config["services"][node]
         mounts = _mounts(service)
         flags = _flags(service["command"])
         config = flags["--config"]
+        assert posixpath.dirname(config) == NATS_CONF_DIR
         assert mounts[config] == NATS_CONF
-        assert mounts[posixpath.join(posixpath.dirname(config), _nats_include())] == \
-            SECRETS / "tenants" / "accounts.conf"
+        assert mounts[posixpath.join(NATS_CONF_DIR, included[0])] == TENANTS.accounts_file.parent
         assert mounts[_nats_conf("cert_file")] == SECRETS / "tls" / "nats.pem"
         assert mounts[_nats_conf("key_file")] == SECRETS / "tls" / "nats-key.pem"
         assert set(mounts) == _read_only(service), "the config, accounts and keys are mounted read-only"
@@ -198,7 +219,7 @@ def test_compose_mounts_files_that_exist_where_the_images_read_them(compose_conf
     assert _mounts(services["grafana"]) == {"/etc/grafana/provisioning": ROOT / "deploy/grafana/provisioning",
                                             "/var/lib/grafana/dashboards": ROOT / "deploy/grafana/dashboards"}
     made = {SECRETS / "tls" / name for name in ("ca.pem", "nats.pem", "nats-key.pem", "qdrant.pem", "qdrant-key.pem")}
-    made |= {SECRETS / "tenants" / name for name in ("accounts.conf", "tenants.json", "nkeys/engram.nk")}
+    made |= {TENANTS.accounts_file.parent, TENANTS.registry_file.parent, TENANTS.engram_seed}
     for name, service in services.items():
         for path in _mounts(service).values():
             if path.is_relative_to(SECRETS):
@@ -297,21 +318,30 @@ def _nats_server() -> Path:
     return binary
 
 
-def _nats_etc(folder: Path, *, accounts: bool = True) -> Path:
-    """An /etc/nats as the NATS nodes see it, in `folder`: nats.conf as shipped (but for where the certificates are),
-    certificates from `engram certs` and, with `accounts`, the accounts `engram tenants` renders for a tenant."""
+def _nats_root(folder: Path, config_dir: str = NATS_CONF_DIR, include: str | None = None, *,
+               accounts: bool = True) -> Path:
+    """A NATS node's files under `folder`/root, as the node sees them from its /: nats.conf as shipped in
+    `config_dir` (but for where the certificates are, and with `include` in place of its own include when given, as
+    the chart renders a `$include`), certificates from `engram certs` and, with `accounts`, the folder of the accounts
+    `engram tenants` renders for a tenant where compose and the chart mount it (NATS_CONF_DIR/accounts); the path of
+    the config."""
     tls = folder / "tls"
     make(tls)
     tenants = TenantsFolder(folder / "tenants")
     tenants.init("mem", Quota())
     tenants.add("acme", QuotaChanges(), Quota())
-    etc = folder / "etc-nats"
-    etc.mkdir()
+    root = folder / "root"
+    config = root / config_dir.lstrip("/") / "nats.conf"
+    config.parent.mkdir(parents=True)
     cert_dir = posixpath.dirname(_nats_conf("cert_file"))
-    (etc / "nats.conf").write_text(NATS_CONF.read_text().replace(f"{cert_dir}/", f"{tls}/"))
+    text = NATS_CONF.read_text().replace(f"{cert_dir}/", f"{tls}/")
+    if include is not None:
+        text = text.replace(f'include "{_nats_include()}"', f"include {include};")
+    config.write_text(text)
     if accounts:
-        shutil.copy(tenants.accounts_file, etc / _nats_include())
-    return etc / "nats.conf"
+        mounted = posixpath.join(NATS_CONF_DIR, posixpath.dirname(_nats_include()))
+        shutil.copytree(tenants.accounts_file.parent, root / mounted.lstrip("/"))
+    return config
 
 
 def _check(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -320,18 +350,18 @@ def _check(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_nats_conf_is_valid_with_the_accounts_and_certificates_engram_makes(tmp_path: Path) -> None:
-    """nats-server accepts nats.conf, with the command line of a compose node, when the accounts `engram tenants`
-    renders sit beside it and `engram certs`' certificate and key are where it reads them."""
+    """nats-server accepts nats.conf, with the command line of a compose node, when the folder of the accounts
+    `engram tenants` renders sits beside it and `engram certs`' certificate and key are where it reads them."""
     node = _flags(yaml.safe_load(COMPOSE.read_text())["services"]["nats-1"]["command"])
-    result = _check(_nats_etc(tmp_path), "--store_dir", str(tmp_path / "store"), "--name", node["--name"])
+    result = _check(_nats_root(tmp_path), "--store_dir", str(tmp_path / "store"), "--name", node["--name"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is valid" in result.stdout + result.stderr
 
 
 def test_nats_conf_refuses_to_start_without_the_accounts(tmp_path: Path) -> None:
-    """Without accounts.conf beside it (the tenants folder not mounted, `make secrets` not run), nats-server refuses
-    nats.conf and names the missing file."""
-    result = _check(_nats_etc(tmp_path, accounts=False))
+    """Without the accounts folder beside it (not mounted, `make secrets` not run), nats-server refuses nats.conf
+    and names the missing file."""
+    result = _check(_nats_root(tmp_path, accounts=False))
     assert result.returncode != 0
     assert _nats_include() in result.stdout + result.stderr
 
@@ -351,13 +381,23 @@ def _added(patch: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
 
 # Where the NATS chart puts its rendered nats.conf; its `$include` paths are relative to this folder.
 CHART_CONFIG_DIR = "/etc/nats-config"
+# The chart's config reloader gets the NATS container's mounts under these prefixes only (its values'
+# reloader.natsVolumeMountPrefixes), and watches the files a `$include` names.
+CHART_RELOADER_PREFIX = "/etc/"
+
+
+def _chart_include(values: dict[str, Any]) -> str:
+    """The file the chart's nats.conf includes, as the values give it (relative to CHART_CONFIG_DIR)."""
+    [include] = [path for key, path in values["config"]["merge"].items() if key.endswith("$include")]
+    return str(include)
 
 
 def test_the_helm_values_in_the_k8s_readme_run_what_nats_conf_runs() -> None:
     """deploy/k8s/README.md gives the NATS chart nats.conf's settings, and the two must not drift apart: TLS with the
     certificate and key at nats.conf's paths from the Secret made of `engram certs`' files, the accounts `engram
-    tenants` renders included from a mounted Secret, monitoring on loopback only (probes inside the container, the
-    Service without it), JetStream on a three-node cluster."""
+    tenants` renders included from a Secret mounted whole as the folder nats.conf includes them from (the same path
+    as in compose, where the chart's reloader sees it), monitoring on loopback only (probes inside the container,
+    the Service without it), JetStream on a three-node cluster."""
     readme = (K8S / "README.md").read_text()
     values = _readme_yaml("$include")
     config = values["config"]
@@ -370,15 +410,19 @@ def test_the_helm_values_in_the_k8s_readme_run_what_nats_conf_runs() -> None:
     assert (f"kubectl create secret generic {tls['secretName']} --from-file=secrets/tls/{tls['cert']} "
             f"--from-file=secrets/tls/{tls['key']}") in readme
 
-    [include] = [path for key, path in config["merge"].items() if key.endswith("$include")]
+    accounts = posixpath.join(NATS_CONF_DIR, _nats_include())
+    assert posixpath.normpath(posixpath.join(CHART_CONFIG_DIR, _chart_include(values))) == accounts
     [mount] = [m for m in _added(values["container"]["patch"], "/volumeMounts")
-               if posixpath.normpath(posixpath.join(CHART_CONFIG_DIR, include)) ==
-               f"{m['mountPath']}/{_nats_include()}"]
+               if m["mountPath"] == posixpath.dirname(accounts)]
+    assert mount["mountPath"].startswith(CHART_RELOADER_PREFIX) and mount.get("readOnly") is True
     [volume] = [v for v in _added(values["podTemplate"]["patch"], "/spec/volumes") if v["name"] == mount["name"]]
     accounts_secret = volume["secret"]["secretName"]
     assert "items" not in volume["secret"] and "subPath" not in mount, "a subPath mount never sees an update"
-    assert (f"kubectl create secret generic {accounts_secret} --from-file=secrets/tenants/{_nats_include()}"
-            in readme)
+    assert posixpath.basename(accounts) == TENANTS.accounts_file.name  # the Secret's key, from the file's name
+    made = TENANTS.accounts_file.relative_to(ROOT)
+    for command in (f"kubectl create secret generic {accounts_secret} --from-file={made}\n",
+                    f"kubectl create secret generic {accounts_secret} --from-file={made} \\\n"):
+        assert command in readme, f"the README does not make (and update) {accounts_secret} with: {command}"
 
     assert config["monitor"]["enabled"] is False
     assert config["merge"]["http"] == _nats_conf("http")
@@ -389,6 +433,35 @@ def test_the_helm_values_in_the_k8s_readme_run_what_nats_conf_runs() -> None:
 
     assert config["jetstream"]["enabled"] is True
     assert config["cluster"] == {"enabled": True, "replicas": 3}
+
+
+def test_the_charts_include_finds_the_accounts_where_the_values_mount_them(tmp_path: Path) -> None:
+    """nats-server accepts nats.conf in the chart's config folder with the values' `$include` in place of its own
+    (rendered as the chart renders it: `include <path>;`), when the accounts folder sits where compose and the
+    values mount it."""
+    config = _nats_root(tmp_path, CHART_CONFIG_DIR, _chart_include(_readme_yaml("$include")))
+    result = _check(config, "--store_dir", str(tmp_path / "store"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is valid" in result.stdout + result.stderr
+
+
+def test_the_k8s_readme_makes_the_pods_secrets_from_the_files_engram_makes() -> None:
+    """The Secrets engram's pods mount are made, and updated after a tenant change, from the files `engram certs` and
+    `engram tenants` write, at the paths they write them (a key is named after its file)."""
+    readme = (K8S / "README.md").read_text()
+    made = {"engram-ca": SECRETS / "tls" / "ca.pem", "engram-tenants": TENANTS.registry_file,
+            "engram-secrets": TENANTS.engram_seed}
+    for pod in (d["spec"]["template"]["spec"] for d in _k8s_objects("Deployment")):
+        for volume in pod["volumes"]:
+            if "secret" not in volume:
+                continue
+            secret = volume["secret"]
+            source = made[secret["secretName"]]
+            assert [item["key"] for item in secret["items"]] == [source.name]
+            assert f"kubectl create secret generic {secret['secretName']} --from-file={source.relative_to(ROOT)}" \
+                in readme
+    update = f"kubectl create secret generic engram-tenants --from-file={TENANTS.registry_file.relative_to(ROOT)} \\\n"
+    assert update in readme, "the README does not say how to update engram-tenants after a tenant change"
 
 
 def test_the_qdrant_values_in_the_k8s_readme_serve_https_with_engram_certs_files() -> None:
@@ -749,17 +822,19 @@ def test_kustomize_builds_the_base() -> None:
 # --- make secrets --------------------------------------------------------------------------------------------------
 
 def _make_secrets(folder: Path) -> subprocess.CompletedProcess[str]:
-    """`make secrets` into `folder`, without reinstalling the venv the tests run in."""
+    """`make secrets` into `folder`, without reinstalling the venv the tests run in, under the strictest umask an
+    operator may have (077)."""
     return subprocess.run(["make", "--no-print-directory", "-o", ".venv/.installed-stamp", "secrets",
                            f"SECRETS={folder}"], cwd=ROOT, env=_clean_env(), capture_output=True, text=True,
-                          timeout=180)
+                          timeout=180, umask=0o077)
 
 
 def test_make_secrets_makes_every_file_compose_mounts_once_and_never_overwrites_them(
         compose_config: dict[str, Any], tmp_path: Path) -> None:
-    """`make secrets` makes every file compose mounts from secrets/ (with `engram certs` and `engram tenants init`),
-    gives engram's seed to the group the image runs as (0640; as root, or says how otherwise), and a second run
-    leaves every file as it was."""
+    """`make secrets` makes every file and folder compose mounts from secrets/ (with `engram certs` and `engram
+    tenants init`), opens the registry's folder to the user the image runs as (0755, whatever the umask), gives
+    engram's seed to that user's group (0640; as root, or says how otherwise), and a second run leaves every file as
+    it was."""
     folder = tmp_path / "secrets"
     first = _make_secrets(folder)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -767,8 +842,10 @@ def test_make_secrets_makes_every_file_compose_mounts_once_and_never_overwrites_
                for path in _mounts(service).values() if path.is_relative_to(SECRETS)}
     assert mounted, "compose mounts nothing from secrets/"
     for relative in mounted:
-        assert (folder / relative).is_file(), f"make secrets does not make {relative}, which compose mounts"
-    seed = folder / "tenants" / "nkeys" / "engram.nk"
+        assert (folder / relative).exists(), f"make secrets does not make {relative}, which compose mounts"
+    registry = folder / TENANTS.registry_file.relative_to(SECRETS)
+    assert registry.parent.stat().st_mode & 0o777 == 0o755 and registry.stat().st_mode & 0o777 == 0o644
+    seed = folder / TENANTS.engram_seed.relative_to(SECRETS)
     assert seed.stat().st_mode & 0o777 == 0o640
     if os.geteuid() == 0:
         assert seed.stat().st_gid == 10001
