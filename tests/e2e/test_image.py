@@ -8,6 +8,8 @@ from tests.support import image
 from tests.support.polling import eventually
 
 HEALTH_WAIT_S = 300  # the HEALTHCHECK's start period (60 s) and three failed checks fit well inside
+SERVED_WAIT_S = 60  # engram's services read a changed registry within seconds; each probe is a `docker exec`
+LATE_TENANT = "late"  # added on the host while the container runs
 # A client of the container's NATS, run inside it with nats-py (argv: a CA file or "", a seed file or ""): it connects
 # over TLS, once, and prints what it met.
 CONNECT = """
@@ -56,7 +58,9 @@ async def test_the_image_runs_engram_with_tls_and_accounts_read_only_healthy_and
     accounts of `engram tenants` mounted read-only: its own HEALTHCHECK turns healthy; `engram demo` run inside the
     container as the demo tenant (its NKey seed, the CA) is answered by that running engram (it does not fall back to
     a stack of its own); a client that does not trust the CA fails the certificate check, and one that trusts it but
-    has no credentials is refused; then the container stops cleanly."""
+    has no credentials is refused; a tenant added on the host while the container runs is refused until `engram
+    tenants reload` (run inside), then connects and is served (the accounts and the registry are mounted as folders,
+    so the running container sees their new files); then the container stops cleanly."""
     state = await _wait_for_health()
     if state != "running healthy":
         logs = _docker("logs", "--tail", "60", image.CONTAINER)
@@ -89,6 +93,23 @@ async def test_the_image_runs_engram_with_tls_and_accounts_read_only_healthy_and
     anonymous = _docker("exec", image.CONTAINER, "python", "-c", CONNECT, image.CA, "")
     assert anonymous.returncode != 0, anonymous.stdout
     assert "authorization violation" in anonymous.stderr.lower(), anonymous.stderr[-3000:]
+
+    # The accounts and the registry are replaced by new files renamed over the old: the container sees them because
+    # their folders are mounted. NATS reads the new accounts only when reloaded, engram the registry on its own.
+    late_seed = image.add_tenant(LATE_TENANT, image_build.log)
+    unknown = _docker("exec", image.CONTAINER, "python", "-c", CONNECT, image.CA, late_seed)
+    assert unknown.returncode != 0, unknown.stdout
+    assert "authorization violation" in unknown.stderr.lower(), unknown.stderr[-3000:]
+    reloaded = _docker("exec", image.CONTAINER, "engram", "tenants", "reload", "--dir", image.IN_CONTAINER_TENANTS,
+                       "--nats-url", "tls://127.0.0.1:4222")
+    assert reloaded.returncode == 0, reloaded.stdout[-3000:] + reloaded.stderr[-3000:]
+    known = _docker("exec", image.CONTAINER, "python", "-c", CONNECT, image.CA, late_seed)
+    assert known.returncode == 0 and "connected" in known.stdout, known.stdout + known.stderr
+    served = await eventually(
+        lambda: _docker("exec", "--env", f"ENGRAM_NATS_NKEY_SEED_FILE={late_seed}", image.CONTAINER, "engram",
+                        "entries", "--tenant", LATE_TENANT, "--nats-url", "tls://127.0.0.1:4222", "--json"),
+        lambda result: result.returncode == 0, timeout_s=SERVED_WAIT_S, interval_s=1)
+    assert '"entries": []' in served.stdout, served.stdout[-3000:]
 
     stopped = _docker("stop", "--time", "30", image.CONTAINER)
     assert stopped.returncode == 0, stopped.stderr

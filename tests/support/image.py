@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.tenancy.folder import TenantsFolder
+
 ROOT = Path(__file__).parents[2]
 REQUIRED = "IMAGE_REQUIRED"  # set by `make test`: no Docker engine fails the image test, never skips it
 # One tag per checkout, so test sessions of two checkouts on one machine never run each other's image.
@@ -36,15 +38,19 @@ BASE_RECIPE = ("debootstrap", "--variant=minbase", "--include=python3.11,python3
 BASE_TRIM = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/locale")
 BUILD_REQUIREMENTS = ("setuptools>=68",)  # what `pip install .` needs to build engram and its client, offline
 NICE = ("nice", "-n", "15")
-# deploy/nats/nats.conf reads its certificates from /etc/nats/tls and includes accounts.conf from beside itself; the
-# tenants folder (engram's seed, the registry, the demo tenant's seed for `docker exec`) sits apart from both.
+# deploy/nats/nats.conf reads its certificates from /etc/nats/tls and includes accounts/accounts.conf from beside
+# itself: the tenants folder's accounts/ is mounted there, as a folder (a file mounted alone would keep showing the
+# accounts the container started with). The whole tenants folder (engram's seed, the registry, the system account's
+# seed for `engram tenants reload` and the tenants' seeds for `docker exec`) sits apart, at /etc/engram/tenants.
 NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
 IN_CONTAINER_NATS = "/etc/nats"
 IN_CONTAINER_TLS = f"{IN_CONTAINER_NATS}/tls"
+IN_CONTAINER_ACCOUNTS = f"{IN_CONTAINER_NATS}/accounts"
 IN_CONTAINER_TENANTS = "/etc/engram/tenants"
+IN_CONTAINER_FOLDER = TenantsFolder(Path(IN_CONTAINER_TENANTS))
 CA = f"{IN_CONTAINER_TLS}/ca.pem"
 DEMO_TENANT = "demo"  # the tenant `engram demo` uses
-DEMO_SEED = f"{IN_CONTAINER_TENANTS}/nkeys/tenants/{DEMO_TENANT}.nk"
+DEMO_SEED = str(IN_CONTAINER_FOLDER.tenant_seed(DEMO_TENANT))
 
 
 def docker_unreachable() -> str | None:
@@ -187,6 +193,20 @@ def make_secrets(folder: Path, log: Path) -> Path:
     return folder
 
 
+def secrets_folder(log: Path) -> Path:
+    """Where start_container made the secrets the container mounts."""
+    return log.parent / "secrets"
+
+
+def add_tenant(tenant: str, log: Path) -> str:
+    """`engram tenants add` on the host, into the tenants folder the running container mounts (no reload: the
+    container has no network; reload inside it); the new seed's path in the container."""
+    secrets = secrets_folder(log)
+    _engram("tenants", "add", tenant, "--dir", str(secrets / "tenants"), log=log)
+    _readable_by_container(secrets)
+    return str(IN_CONTAINER_FOLDER.tenant_seed(tenant))
+
+
 def _read_only(source: Path, target: str) -> tuple[str, str]:
     return "--mount", f"type=bind,source={source},target={target},readonly"
 
@@ -195,17 +215,18 @@ def start_container(built: str, log: Path) -> None:
     """Run `engram up` from the image as its numeric user, root filesystem read-only, data in a tmpfs, no network,
     its embedded nats-server on deploy/nats/nats.conf: TLS and NATS accounts, from secrets made beside the log."""
     subprocess.run(["docker", "rm", "--force", CONTAINER], capture_output=True, timeout=60)
-    secrets = make_secrets(log.parent / "secrets", log)
+    secrets = make_secrets(secrets_folder(log), log)
+    tenants = TenantsFolder(secrets / "tenants")
     _run(["docker", "run", "--detach", "--name", CONTAINER, "--network", "none", "--read-only",
           "--tmpfs", f"/data:uid={UID.split(':')[0]},gid={UID.split(':')[1]},mode=0700", "--user", UID,
           *_read_only(NATS_CONF, f"{IN_CONTAINER_NATS}/nats.conf"),
-          *_read_only(secrets / "tenants" / "accounts.conf", f"{IN_CONTAINER_NATS}/accounts.conf"),
+          *_read_only(tenants.accounts_file.parent, IN_CONTAINER_ACCOUNTS),
           *_read_only(secrets / "tls", IN_CONTAINER_TLS),
-          *_read_only(secrets / "tenants", IN_CONTAINER_TENANTS),
+          *_read_only(tenants.root, IN_CONTAINER_TENANTS),
           "--env", f"ENGRAM_NATS_CONFIG={IN_CONTAINER_NATS}/nats.conf",
-          "--env", f"ENGRAM_NATS_NKEY_SEED_FILE={IN_CONTAINER_TENANTS}/nkeys/engram.nk",
+          "--env", f"ENGRAM_NATS_NKEY_SEED_FILE={IN_CONTAINER_FOLDER.engram_seed}",
           "--env", f"ENGRAM_NATS_TLS_CA_FILE={CA}",
-          "--env", f"ENGRAM_TENANTS_FILE={IN_CONTAINER_TENANTS}/tenants.json",
+          "--env", f"ENGRAM_TENANTS_FILE={IN_CONTAINER_FOLDER.registry_file}",
           built], log)
 
 
