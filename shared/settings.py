@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     tenant_recall_burst: int = Field(default=400, ge=1)
     tenant_requests_per_s: float = Field(default=20.0, gt=0)  # entries, forget and consolidate requests
     tenant_requests_burst: int = Field(default=100, ge=1)
-    tenant_ingest_per_s: float = Field(default=500.0, gt=0)   # turns an ingestor takes from one tenant per second
+    tenant_ingest_per_s: float = Field(default=100.0, gt=0)   # turns an ingestor takes from one tenant per second
     tenant_max_unacked_turns: int = Field(default=1_000, ge=1)  # the tenant's consumer's slots
     dlq_per_tenant: int = Field(default=10_000, ge=1)         # dead letters kept per tenant and service
     tokenizer: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
@@ -202,6 +202,15 @@ class Settings(BaseSettings):
     def _removed_variables(self) -> Self:
         for name in sorted(REMOVED.keys() & os.environ.keys()):
             log.warning("%s is no longer read and has no effect: %s", name, REMOVED[name])
+        return self
+
+    @model_validator(mode="after")
+    def _qdrant_key_in_clear(self) -> Self:
+        host = urlparse(self.qdrant_url or "").hostname or ""
+        if self.qdrant_api_key is not None and self.qdrant_url and self.qdrant_url.startswith("http://") \
+                and host not in ("localhost", "127.0.0.1", "::1"):
+            log.warning("ENGRAM_QDRANT_API_KEY is sent in the clear to %s; use https:// (the Qdrant server with TLS, "
+                        "ENGRAM_QDRANT_TLS_CA_FILE for its CA)", self.qdrant_url)
         return self
 
     @model_validator(mode="after")

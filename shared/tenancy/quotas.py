@@ -21,7 +21,7 @@ class Quota(BaseModel):
     recall_burst: int = Field(default=400, ge=1)
     requests_per_s: float = Field(default=20.0, gt=0)         # engram: entries, forget, consolidate per second
     requests_burst: int = Field(default=100, ge=1)
-    ingest_per_s: float = Field(default=500.0, gt=0)          # engram: turns taken per second, per ingestor
+    ingest_per_s: float = Field(default=100.0, gt=0)          # engram: turns taken per second, per ingestor
     max_unacked_turns: int = Field(default=1_000, ge=1)       # NATS: the tenant's consumer's slots
 
     @classmethod

@@ -56,7 +56,8 @@ async def test_an_oversized_message_is_refused_to_its_sender_alone(
 async def test_filling_its_storage_quota_refuses_the_attackers_turns_and_no_one_elses(
         deployment: Deployment, stack: Running, tenants: Tenants, victim_memory: VictimMemory) -> None:
     """The attacker publishes large legal turns until its turns stream is full (1 MiB): the next publish is refused
-    with `maximum bytes exceeded`, while the victim publishes a turn that is stored."""
+    with `maximum bytes exceeded` (the SDK raises it as `unavailable`), while the victim publishes a turn that is
+    stored."""
     hostile = await raw(deployment, deployment.security(tenants.attacker), "attacker")
     js = hostile.nc.jetstream()
     refused: APIError | None = None
@@ -71,6 +72,9 @@ async def test_filling_its_storage_quota_refuses_the_attackers_turns_and_no_one_
     finally:
         await hostile.nc.close()
     assert refused is not None and "maximum bytes exceeded" in str(refused.description)
+    async with await deployment.client(tenants.attacker) as sdk:  # the SDK says so as the wire's error
+        with pytest.raises(Unavailable, match="maximum bytes exceeded"):
+            await sdk.publish_turn(make_turn("junk " * 3000, conversation_id="flood-sdk"))
     async with await deployment.client(tenants.victim) as victim:
         turn = make_turn("I planted tomatoes on the balcony.", conversation_id="v-quota")
         await victim.publish_turn(turn)

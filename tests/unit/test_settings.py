@@ -1,6 +1,6 @@
 """Settings read ENGRAM_* variables and say how to fix a bad value."""
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
@@ -73,3 +73,14 @@ def test_every_setting_is_documented_on_the_configuration_page() -> None:
 def test_evaluation_settings_are_not_service_settings() -> None:
     """Evaluation-only settings such as locomo_dir live in EvalSettings, not in the service Settings."""
     assert "locomo_dir" not in Settings.model_fields and "locomo_dir" in EvalSettings.model_fields
+
+
+def test_an_api_key_sent_in_the_clear_to_a_qdrant_server_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    """A Qdrant API key over http:// to another host is logged as sent in the clear; over https:// or to loopback,
+    nothing is."""
+    with caplog.at_level("WARNING", logger="engram.settings"):
+        Settings(qdrant_url="https://qdrant:6333", qdrant_api_key=SecretStr("k"))
+        Settings(qdrant_url="http://127.0.0.1:6333", qdrant_api_key=SecretStr("k"))
+        assert "in the clear" not in caplog.text
+        Settings(qdrant_url="http://qdrant:6333", qdrant_api_key=SecretStr("k"))
+    assert "sent in the clear to http://qdrant:6333; use https://" in caplog.text and "'k'" not in caplog.text

@@ -14,7 +14,7 @@ from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.errors import NoStreamResponseError
+from nats.js.errors import APIError, NoStreamResponseError
 from pydantic import BaseModel
 
 from engram_client import connection, subjects, tracing
@@ -38,13 +38,33 @@ from engram_client.contract import (
     parse_event,
     validate_tenant,
 )
-from engram_client.errors import RETRY_AFTER_HEADER, Timeout, Unavailable, from_code
+from engram_client.errors import (
+    RETRY_AFTER_HEADER,
+    EngramError,
+    Forbidden,
+    InvalidRequest,
+    Timeout,
+    Unavailable,
+    from_code,
+)
 from engram_client.security import ANONYMOUS, NatsSecurity
 
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
 MAX_RETRY_WAIT_S = 1.0  # the longest wait between two tries of a request engram asked to retry
 DEEP_TIMEOUT_S = 20.0   # a deep recall's client timeout at least (engram's own deadlines are 8 + 5 s by default)
+
+
+def _refused(subject: str, exc: APIError) -> EngramError:
+    """A publish the stream (or engram, making the tenant's stream) refused, as the wire's error: a message past the
+    size limit is `invalid_request`, an unregistered tenant `forbidden`, a full storage quota (`maximum bytes
+    exceeded`) and anything else `unavailable`, each with the server's own words."""
+    reason = f"{subject} refused the message: {exc.description or type(exc).__name__}"
+    if exc.code == 403:
+        return Forbidden(reason)
+    if exc.code == 400:
+        return InvalidRequest(reason)
+    return Unavailable(reason)
 
 
 class EventStream:
@@ -142,6 +162,8 @@ class MemoryClient:
             raise Timeout(f"publishing to {subject} timed out") from exc
         except (OutboundBufferLimitError, ConnectionClosedError) as exc:
             raise Unavailable(f"cannot publish to {subject} now: {type(exc).__name__}") from exc
+        except APIError as exc:  # the stream (or engram, making it) refused: past a quota, a limit, unregistered
+            raise _refused(subject, exc) from exc
         return int(ack.seq)
 
     async def publish_turn(self, turn: Turn) -> int:
