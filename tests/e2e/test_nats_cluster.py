@@ -53,9 +53,9 @@ async def lead_turns_stream(nc: nats.NATS, stream: str, server_name: str) -> boo
 
 async def test_killing_the_turns_stream_leader_loses_no_turn_and_recall_keeps_answering(tmp_path: Path) -> None:
     """With ENGRAM_NATS_REPLICAS=3 every stream and key-value bucket engram creates has 3 replicas; SIGKILLing the
-    server that leads the tenant's turns stream in the middle of publishing leaves every published turn in exactly one stored
-    episode (none lost, none doubled), and recall answers throughout (its errors during the failover are counted
-    and printed with how long publishing and recall were interrupted)."""
+    server that leads the tenant's turns stream in the middle of publishing leaves every published turn in exactly
+    one stored episode (none lost, none doubled), and recall answers throughout (its errors during the failover are
+    counted and printed with how long publishing and recall were interrupted)."""
     servers = await start_cluster(tmp_path / "nats")
     by_name = {f"n{i}": server for i, server in enumerate(servers)}
     settings = fast_settings(tmp_path).model_copy(update={"nats_replicas": 3, "ack_wait_s": 5.0})
