@@ -99,7 +99,10 @@ class TurnsConsumers:
             found = await streams.holding(self._js, self.prefix, tenant)
             if found is not None:
                 present[found.name] = found
-        for name in [n for n, loop in self.loops.items() if n not in present or loop.gone.is_set()]:
+        # A loop ends on its own only when its stream went, or by a failure it could not survive: either way it is
+        # stopped here and, if the stream is still there, started again below.
+        for name in [n for n, loop in self.loops.items()
+                     if n not in present or loop.gone.is_set() or (loop.task is not None and loop.task.done())]:
             await self.loops.pop(name).stop()
         for name, stream in present.items():
             if name not in self.loops and not self.stopping.is_set():

@@ -61,14 +61,14 @@ async def test_metrics_health_and_readiness_after_traffic(stack: Running, client
 
 
 async def test_a_dead_consumer_loop_makes_the_process_unready_and_exit_non_zero(tmp_path: Path) -> None:
-    """A ready process whose turns consumer loop dies turns /readyz to 503 naming the stopped consumer and exits with
-    code 1."""
+    """A ready process whose turns consumers' supervising loop dies turns /readyz to 503 naming the stopped
+    consumers and exits with code 1."""
     server = nats_server.start(tmp_path / "nats")
     settings = Settings(data_dir=tmp_path / "data", http_port=0, nats_url=server.url)
     seen: dict[str, object] = {}
 
     async def kill_the_loop(state: Running) -> None:
-        consumer = state.ingestors[0].consumer
+        consumer = state.ingestors[0].consumers
         assert consumer is not None and consumer.task is not None
         seen["ready_before"] = await state.health.problem()
         consumer.task.cancel()  # what any uncaught failure of the loop looks like from outside
@@ -83,7 +83,7 @@ async def test_a_dead_consumer_loop_makes_the_process_unready_and_exit_non_zero(
     finally:
         server.stop()
     assert seen["ready_before"] is None
-    assert "turns consumer stopped" in str(seen["readyz"])
+    assert "turns consumers stopped" in str(seen["readyz"])
     assert code == 1
 
 

@@ -38,6 +38,7 @@ from nats.aio.client import Client
 from nats.errors import Error as NatsError
 from nats.errors import MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import BadRequestError
 from pydantic import BaseModel, ValidationError
 
 from engram_client import MemoryClient
@@ -59,12 +60,14 @@ from engram_client.contract import (
 from engram_client.errors import EngramError
 from engram_client.sessions import wait_until_stored
 from services.stack import Running, running
-from shared.messaging import deadletter
+from shared.messaging import deadletter, nats_server
 from shared.settings import Settings
+from shared.tenancy.quotas import Quota
 from tests.support.dead_letters import dead_letter_count, dead_letters
 from tests.support.hostile import BASE, FIELDS, MAX_MESSAGE, MAX_PAYLOAD, entry_ids, hostile_payloads, ids, names, texts
 from tests.support.ids import unique
 from tests.support.polling import eventually
+from tests.support.stacks import fast_settings
 from tests.support.turns import conversation
 
 T = TypeVar("T")
@@ -77,9 +80,9 @@ STREAMED: dict[str, type[BaseModel]] = {"turns": Turn, "flush": Flush}
 REQUEST_EXAMPLES = {"recall": 300, "entries": 300, "forget": 200, "consolidate": 200}
 STREAM_EXAMPLES = {"turns": 150, "flush": 50}
 REQUEST_TIMEOUT_S = 20.0
-# A dead letter is the body plus ~300 bytes of headers: bodies within that of max_payload break the ingestor (see
-# test_a_body_near_max_payload_is_dead_lettered_and_ingest_goes_on), so the stream property stays 64 KiB below it.
-STREAM_MAX_BYTES = MAX_PAYLOAD - 65_536
+# A tenant's stream refuses a message past its size limit at the publish (a legal turn fits it; see
+# test_a_body_near_max_payload_is_refused_or_dead_lettered_and_ingest_goes_on), so the bodies stay within it.
+STREAM_MAX_BYTES = Quota().max_payload_bytes - 4_096
 REQUEST_MAX_BYTES = MAX_PAYLOAD - 4_096   # the request's own subject and reply inbox fit beside it
 TRANSIENT = ("unavailable", "timeout")    # clear answers a valid request may get under load
 
@@ -122,6 +125,22 @@ class Tally:
 
 
 TOTAL = Tally()
+
+
+@pytest.fixture(scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Running]:
+    """The module's own stack, without request rates in the way: every hostile request must meet validation, not the
+    tenant's rate (tests/security/test_quotas.py holds the rates)."""
+    folder = tmp_path_factory.mktemp("stack")
+    server = nats_server.start(folder / "nats")
+    settings = fast_settings(folder).model_copy(update={"tenant_recall_per_s": 1e6, "tenant_recall_burst": 1_000_000,
+                                                        "tenant_requests_per_s": 1e6,
+                                                        "tenant_requests_burst": 1_000_000})
+    try:
+        async with running(settings, nats_url=server.url) as state:
+            yield state
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -619,15 +638,19 @@ async def test_an_entry_id_that_is_not_a_uuid_is_not_an_internal_error(
     assert reply.error is None or reply.error.code == "invalid_request", reply.error
 
 
-async def ingest_goes_on(state: Running, tenant: str) -> None:
-    """After a hostile publish: the stack stays ready, the message is dead-lettered, and another tenant's turns
-    still become memory."""
+async def ingest_goes_on(state: Running, tenant: str, dead_lettered: int = 1) -> None:
+    """After a hostile publish: the stack stays ready, the message is dead-lettered (or was refused at the publish:
+    `dead_lettered` 0), and another tenant's turns still become memory."""
     async def probe() -> tuple[str | None, int]:
         return await state.health.problem(), await dead_letter_count_any(state.nats_url)
 
-    problem, letters = await eventually(probe, lambda r: r[0] is not None or r[1] > 0, timeout_s=20)
+    if dead_lettered:
+        problem, letters = await eventually(probe, lambda r: r[0] is not None or r[1] > 0, timeout_s=20)
+        assert letters == dead_lettered
+    else:
+        problem, letters = await probe()
+        assert letters == 0
     assert problem is None, f"the stack is not ready any more: {problem}"
-    assert letters == 1
     async with await MemoryClient.connect(state.nats_url, tenant) as client:
         turns = conversation([("Ana", "I moved to Lisbon."), ("Bo", "Nice.")], conversation_id="after")
         await client.publish_turns(turns)
@@ -644,13 +667,20 @@ async def dead_letter_count_any(url: str) -> int:
         await nc.close()
 
 
-async def test_a_body_near_max_payload_is_dead_lettered_and_ingest_goes_on(e2e_settings: Settings,
-                                                                           nats_url: str) -> None:
-    """One tenant's oversized-but-accepted body cannot stop ingest (its own stack: the bug breaks the ingestor)."""
+async def test_a_body_near_max_payload_is_refused_or_dead_lettered_and_ingest_goes_on(e2e_settings: Settings,
+                                                                                       nats_url: str) -> None:
+    """A body near NATS's max_payload is refused at the publish by the tenant's stream (`message size exceeds
+    maximum allowed`); one just within the stream's limit is accepted and dead-lettered whole; ingest goes on (its
+    own stack: a dead letter past max_payload once broke the ingestor)."""
+    tenant = unique("big")
     async with running(e2e_settings, nats_url=nats_url) as state:
         nc = await nats.connect(state.nats_url)
         try:
-            await nc.jetstream().publish(f"mem.{unique('big')}.turns", b"x" * (nc.max_payload - 128))
+            js = nc.jetstream()
+            await js.publish(f"mem.{tenant}.flush", b'{"conversation_id": "c"}')  # its stream is made
+            with pytest.raises(BadRequestError, match="message size exceeds maximum allowed"):
+                await js.publish(f"mem.{tenant}.turns", b"x" * (nc.max_payload - 128))
+            await js.publish(f"mem.{tenant}.turns", b"x" * (e2e_settings.tenant_max_payload_bytes - 4096))
         finally:
             await nc.close()
         await ingest_goes_on(state, unique("other"))
@@ -658,13 +688,17 @@ async def test_a_body_near_max_payload_is_dead_lettered_and_ingest_goes_on(e2e_s
 
 async def test_a_4060_character_tenant_on_turns_leaves_the_ingestor_connected(e2e_settings: Settings,
                                                                                nats_url: str) -> None:
-    """A hostile subject is dead-lettered like a hostile body (its own stack: the bug breaks the ingestor)."""
+    """A hostile subject names no tenant: no stream takes it and a JetStream publish of it is not acknowledged; the
+    ingestor stays connected and ingest goes on (its own stack: the bug broke the ingestor)."""
     async with running(e2e_settings, nats_url=nats_url) as state:
         nc = await nats.connect(state.nats_url)
         try:
             await nc.publish(f"mem.{'a' * 4_060}.turns", b"{}")
-            await nc.flush()
+            # A shorter token is refused by the provisioner (`is not a tenant id`, up to 3,000 characters measured);
+            # one this long reaches no subscriber of engram's and is not answered (the ingestor stays connected).
+            with pytest.raises((BadRequestError, NatsTimeout)):
+                await nc.jetstream().publish(f"mem.{'a' * 4_060}.turns", b"{}", timeout=3)
         finally:
             await nc.close()
-        await ingest_goes_on(state, unique("other"))
+        await ingest_goes_on(state, unique("other"), dead_lettered=0)
 

@@ -2,29 +2,15 @@
 account of its own, as `engram tenants` makes them), engram serving it as in production, and a victim tenant whose
 memory holds stored entries and an open window. Each module gets its own deployment."""
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from engram_client import wait_until_stored
-from engram_client.contract import Turn
 from services.stack import Running, running
+from tests.support.attack import ATTACKER_QUOTA, Tenants, VictimMemory
 from tests.support.ids import unique
 from tests.support.secured import Deployment, deploy
 from tests.support.turns import conversation
-
-# The attacker's quota is small, so that its limits are quick to reach; the victim's is the default.
-ATTACKER_QUOTA = {"max_connections": 4, "max_subscriptions": 40, "turns_max_bytes": 1024 ** 2, "recall_per_s": 2.0,
-                  "recall_burst": 4, "requests_per_s": 2.0, "requests_burst": 4, "max_unacked_turns": 50}
-
-
-@dataclass
-class Tenants:
-    """The module's tenants."""
-
-    victim: str
-    attacker: str
-    bystander: str
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +39,6 @@ async def stack(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory
     settings = deployment.settings(tmp_path_factory.mktemp("engram") / "data", idle_timeout_s=idle_timeout_s)
     async with running(settings, nats_url=deployment.url) as state:
         yield state
-
-
-@dataclass
-class VictimMemory:
-    """What the victim stored before the attacks, and the turns of its still-open window."""
-
-    stored: list[Turn]
-    open_window: list[Turn]
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 tenant published it."""
 from engram_client import wait_until_stored
 from services.stack import Running
-from tests.security.conftest import Tenants, VictimMemory
+from tests.support.attack import Tenants, VictimMemory
 from tests.support.secured import Deployment, raw
 from tests.support.turns import make_turn
 

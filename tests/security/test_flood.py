@@ -3,7 +3,7 @@ windows are still stored (how fast, against the calm case, is `make flood`'s to 
 from engram_client import wait_until_stored
 from services.stack import Running
 from shared.messaging import streams
-from tests.security.conftest import ATTACKER_QUOTA, Tenants
+from tests.support.attack import ATTACKER_QUOTA, Tenants
 from tests.support.polling import eventually
 from tests.support.secured import Deployment, raw
 from tests.support.turns import conversation, make_turn

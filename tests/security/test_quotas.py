@@ -13,7 +13,7 @@ from engram_client.contract import RecallRequest, Turn
 from engram_client.contract.base import MAX_LIST_ITEMS, MAX_TEXT_CHARS
 from engram_client.errors import Unavailable
 from services.stack import Running
-from tests.security.conftest import ATTACKER_QUOTA, Tenants, VictimMemory
+from tests.support.attack import ATTACKER_QUOTA, Tenants, VictimMemory
 from tests.support.polling import eventually
 from tests.support.scrape import metric
 from tests.support.secured import Deployment, raw

@@ -9,7 +9,7 @@ from nats.aio.msg import Msg
 from engram_client import MemoryClient
 from engram_client.contract import RecallResponse
 from services.stack import Running
-from tests.security.conftest import Tenants
+from tests.support.attack import Tenants
 from tests.support.ids import unique
 from tests.support.polling import eventually
 from tests.support.secured import Deployment, Raw, raw

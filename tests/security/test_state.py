@@ -12,7 +12,7 @@ from shared.messaging import streams
 from shared.working_memory.buckets import bucket_names, key, summaries_bucket_name
 from shared.working_memory.forgotten import bucket_name as marks_bucket
 from shared.working_memory.forgotten import mark_key
-from tests.security.conftest import Tenants
+from tests.support.attack import Tenants
 from tests.support.polling import eventually
 from tests.support.scrape import metric
 from tests.support.secured import Deployment, raw

@@ -12,7 +12,7 @@ from engram_client.contract import RecallRequest
 from services.stack import Running
 from shared.messaging import streams
 from shared.working_memory.buckets import bucket_names
-from tests.security.conftest import Tenants, VictimMemory
+from tests.support.attack import Tenants, VictimMemory
 from tests.support.polling import eventually
 from tests.support.secured import Deployment, raw
 from tests.support.tenant_state import settled_state

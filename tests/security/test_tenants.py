@@ -11,7 +11,7 @@ from engram_client import wait_until_stored
 from engram_client.errors import Forbidden
 from services.stack import Running
 from shared.messaging import streams
-from tests.security.conftest import Tenants
+from tests.support.attack import Tenants
 from tests.support.ids import unique
 from tests.support.polling import eventually
 from tests.support.secured import Deployment, raw
