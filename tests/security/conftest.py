@@ -36,7 +36,9 @@ async def stack(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory
     unless flushed (so the victim's open window is still open when the attacks are over), or for the module's
     IDLE_TIMEOUT_S."""
     idle_timeout_s = float(getattr(request.module, "IDLE_TIMEOUT_S", 600.0))
-    settings = deployment.settings(tmp_path_factory.mktemp("engram") / "data", idle_timeout_s=idle_timeout_s)
+    # A short lease makes the schedule look for new tenants every second, so the victim's state settles quickly.
+    settings = deployment.settings(tmp_path_factory.mktemp("engram") / "data", idle_timeout_s=idle_timeout_s,
+                                   lease_ttl_s=3.0)
     async with running(settings, nats_url=deployment.url) as state:
         yield state
 

@@ -9,8 +9,11 @@ import pytest
 
 from engram_client import wait_until_stored
 from engram_client.errors import Forbidden
+from engram_client.security import NatsSecurity
 from services.stack import Running
 from shared.messaging import streams
+from shared.tenancy.quotas import QuotaChanges
+from shared.tenancy.reload import reload_servers
 from tests.support.attack import Tenants
 from tests.support.ids import unique
 from tests.support.polling import eventually
@@ -47,30 +50,27 @@ async def test_a_tenant_added_while_engram_runs_is_served_after_the_reload(deplo
 
 async def test_a_rotated_tenant_connects_with_its_new_seed_only_and_a_removed_one_not_at_all(
         deployment: Deployment, stack: Running, tenants: Tenants) -> None:
-    """`engram tenants rotate` gives the tenant a new NKey user (the old seed is refused after the reload);
-    `engram tenants remove` takes the account away (its product can no longer connect)."""
+    """Rotating gives the tenant a new NKey user (the old seed is refused after the reload); removing takes the
+    account away (its product can no longer connect), and `engram tenants list` no longer names it. (What the
+    commands run, called directly: the CLI itself is the test above.)"""
     tenant = unique("rotating")
-    assert _engram(deployment, "tenants", "add", tenant, "--dir", str(deployment.folder.root), "--nats-url",
-                   deployment.url).returncode == 0
-    old_seed = deployment.folder.tenant_seed(tenant).read_bytes()
+    deployment.folder.add(tenant, QuotaChanges(), deployment.default)
+    await reload_servers(deployment.url, deployment.folder.system_seed, deployment.tls())
     old_copy = deployment.folder.root / f"{tenant}.old.nk"
-    old_copy.write_bytes(old_seed)
+    old_copy.write_bytes(deployment.folder.tenant_seed(tenant).read_bytes())
     old_copy.chmod(0o600)
-    rotated = _engram(deployment, "tenants", "rotate", tenant, "--dir", str(deployment.folder.root), "--nats-url",
-                      deployment.url)
-    assert rotated.returncode == 0, rotated.stdout + rotated.stderr
+    old = NatsSecurity(nkey_seed_file=str(old_copy), tls=deployment.tls())
+    deployment.folder.rotate(tenant, deployment.default)
+    await reload_servers(deployment.url, deployment.folder.system_seed, deployment.tls())
     with pytest.raises(Exception, match=r"(?i)authorization|no servers"):
-        await raw(deployment, deployment.security(tenant).__class__(nkey_seed_file=str(old_copy),
-                                                                    tls=deployment.tls()), "old-seed")
+        await raw(deployment, old, "old-seed")
     fresh = await raw(deployment, deployment.security(tenant), "new-seed")
     await fresh.nc.close()
-    removed = _engram(deployment, "tenants", "remove", tenant, "--dir", str(deployment.folder.root), "--nats-url",
-                      deployment.url)
-    assert removed.returncode == 0, removed.stdout + removed.stderr
+    deployment.folder.remove(tenant, deployment.default)
+    await reload_servers(deployment.url, deployment.folder.system_seed, deployment.tls())
     assert not deployment.folder.tenant_seed(tenant).exists()
     with pytest.raises(Exception, match=r"(?i)authorization|no servers"):
-        await raw(deployment, deployment.security(tenant).__class__(nkey_seed_file=str(old_copy),
-                                                                    tls=deployment.tls()), "removed")
+        await raw(deployment, old, "removed")
     listed = _engram(deployment, "tenants", "list", "--dir", str(deployment.folder.root))
     assert tenant not in listed.stdout and tenants.victim in listed.stdout
 
