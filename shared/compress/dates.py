@@ -1,10 +1,11 @@
 """Relative time phrases ("yesterday", "last Saturday", "下周五") found in a turn and resolved by dateparser."""
 import functools
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dateparser.date import DateDataParser
+
+from shared.text import patterns
 
 _EN_UNITS = r"(?:days?|weeks?|weekends?|months?|years?)"
 _EN_COUNT = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,3})"
@@ -12,19 +13,20 @@ _EN_DAYS = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _EN_SPANS = r"(?:week|weekend|month|year|summer|winter|spring|fall|autumn|night|" + _EN_DAYS[3:-1] + r")"
 # Finding candidate phrases is pattern work; what they mean is left to dateparser.
 _PATTERNS = {
-    "en": re.compile(
+    "en": patterns.compile(
         r"\b(?:the day before yesterday|the day after tomorrow|yesterday|today|tonight|tomorrow|"
         r"(?:last|next|this|past|coming) " + _EN_SPANS + r"|"
         + _EN_COUNT + r" " + _EN_UNITS + r" ago|in " + _EN_COUNT + r" " + _EN_UNITS + r")\b",
-        re.IGNORECASE),
-    "zh": re.compile(
+        patterns.IGNORECASE),
+    "zh": patterns.compile(
         r"大前天|前天|昨天|昨晚|今天|今晚|明天|后天|去年|今年|明年|前年|上个月|下个月|这个月|本月|"
         r"(?:上|下|这|本)个?(?:周|星期|礼拜)[一二三四五六日天]?|"
         r"[一二三四五六七八九十两几\d]+(?:天|周|个星期|个月|年)(?:前|以前|之前|后|以后|之后)"),
 }
 _ZH_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
-_EN_WEEKEND = re.compile(r"\bweekend\b", re.IGNORECASE)
-_FUTURE = re.compile(r"\b(?:next|coming|tomorrow|in \w+ \w+)\b|^(?:下|明|后)|(?:后|以后|之后)$", re.IGNORECASE)
+_EN_WEEKEND = patterns.compile(r"\bweekend\b", patterns.IGNORECASE)
+_FUTURE = patterns.compile(r"\b(?:next|coming|tomorrow|in \w++ \w++)\b|^(?:下|明|后)|(?:后|以后|之后)$",
+                           patterns.IGNORECASE)
 
 
 @dataclass(frozen=True)

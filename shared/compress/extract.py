@@ -1,20 +1,21 @@
 """Cheap, deterministic extraction of persons, entities and keywords from a window's text."""
-import re
 from collections import Counter
 from collections.abc import Iterable
 
-from shared.text import scripts
+from shared.text import patterns, scripts
 
-_WORD = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'’-]*")
-_CAP = r"(?:[A-Z][a-zà-ÿ]+|[A-Z]{2,}[a-z]*)"
-_CAPITALIZED_RUN = re.compile(r"(?<![.!?]\s)(?<!^)\b(" + _CAP + r"(?:\s+" + _CAP + r")*)\b")
+_WORD = patterns.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'’-]*+")
+# A word's letters are taken whole (possessive): fewer of them never end it at a word boundary. Each word of the run
+# ends at one, so the run is one possessive repetition at the end of the pattern (read once, by the attempt it ends).
+_CAP = r"(?:[A-Z][a-zà-ÿ]++|[A-Z]{2,}+[a-z]*+)\b"
+_CAPITALIZED_RUN = patterns.compile(r"(?<![.!?]\s)(?<!^)\b(" + _CAP + r"(?:\s++" + _CAP + r")*+)")
 # Words introducing a person's name ("my friend Jo", "with Sam").
-_PERSON_CUE = re.compile(
+_PERSON_CUE = patterns.compile(
     r"\b(?:friend|friends|sister|brother|mom|mum|dad|mother|father|son|daughter|husband|wife|partner|"
     r"cousin|aunt|uncle|grandma|grandpa|grandmother|grandfather|boss|colleague|coworker|neighbor|neighbour|"
     r"teacher|coach|mentor|doctor|therapist|roommate|girlfriend|boyfriend|fiance|fiancee|kid|baby|named|called|with|met|"
-    r"hey|hi|hello|thanks|dear)\s+([A-Z][a-z]+)\b")
-_ZH_PARTICLES = re.compile(r"[的了是在我你他她它们吗呢吧啊呀也都就还和与跟去到要会说很又把被]")
+    r"hey|hi|hello|thanks|dear)\s++([A-Z][a-z]++)\b")
+_ZH_PARTICLES = patterns.compile(r"[的了是在我你他她它们吗呢吧啊呀也都就还和与跟去到要会说很又把被]")
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are aren't as at be because been before being below
 between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few

@@ -1,13 +1,11 @@
 """The offline summary of older turns: extractive, one clipped line per turn, the least informative lines dropped
 first when the summary outgrows its word limit (the model's summary replaces it when one is configured)."""
-import re
-
 from engram_client.contract import Turn
 from shared.compress.extract import STOPWORDS
-from shared.text import scripts
+from shared.text import patterns, scripts
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
-_WORD = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'-]*|[\u4e00-\u9fff]")
+_SENTENCE_END = patterns.compile(r"(?<=[.!?。！？])\s*+")
+_WORD = patterns.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'-]*+|[\u4e00-\u9fff]")
 LINE_WORDS = 30
 
 

@@ -4,33 +4,32 @@ Personal facts, preferences, plans and commitments, named people and places and 
 small talk ("haha ok, thanks!") keeps it low. Facts and profiles keep the score their extraction gave them.
 An entry that states a preference, a plan or a commitment is *durable*: its retention does not decay with age.
 """
-import re
 from dataclasses import dataclass
 
 from shared.store import MemoryEntry
-from shared.text import scripts
+from shared.text import patterns, scripts
 
-_SPEAKER = re.compile(r"^[^:\n]{1,64}:\s*", re.MULTILINE)
-_HEADER = re.compile(r"^\[[^\]\n]*\]$|^\(before: [^\n]*\)$", re.MULTILINE)
-_PREFERENCE = re.compile(
-    r"\b(?:i|we)\s+(?:really\s+|absolutely\s+|just\s+)?(?:love|like|enjoy|adore|hate|prefer|dislike|can't stand)\b|"
+_SPEAKER = patterns.compile(r"^[^:\n]{1,64}:\s*+", patterns.MULTILINE)
+_HEADER = patterns.compile(r"^\[[^\]\n]*\]$|^\(before: [^\n]*\)$", patterns.MULTILINE)
+_PREFERENCE = patterns.compile(
+    r"\b(?:i|we)\s++(?:really\s++|absolutely\s++|just\s++)?(?:love|like|enjoy|adore|hate|prefer|dislike|can't stand)\b|"
     r"\bfavou?rite\b|\ballergic\b|\bvegetarian\b|\bvegan\b|"
-    r"我(?:很|最|非常|特别)?(?:喜欢|爱|讨厌|不喜欢)|过敏|吃素|最爱", re.IGNORECASE)
-_COMMITMENT = re.compile(
-    r"\b(?:i|we)(?:'ll|\s+will|\s+am going to|'m going to|'m gonna|\s+plan to|'m planning to|\s+promise)\b|"
+    r"我(?:很|最|非常|特别)?(?:喜欢|爱|讨厌|不喜欢)|过敏|吃素|最爱", patterns.IGNORECASE)
+_COMMITMENT = patterns.compile(
+    r"\b(?:i|we)(?:'ll|\s++will|\s++am going to|'m going to|'m gonna|\s++plan to|'m planning to|\s++promise)\b|"
     r"\b(?:remind me|don't forget|deadline|appointment|next (?:week|month|year)|tomorrow)\b|"
-    r"我(?:会|要|打算|计划|准备|答应)|明天|下周|下个月|明年|记得", re.IGNORECASE)
-_PERSONAL = re.compile(
+    r"我(?:会|要|打算|计划|准备|答应)|明天|下周|下个月|明年|记得", patterns.IGNORECASE)
+_PERSONAL = patterns.compile(
     r"\b(?:my (?:wife|husband|partner|girlfriend|boyfriend|mom|mum|dad|mother|father|sister|brother|son|daughter|"
     r"kids?|family|job|boss|birthday|dog|cat)|i (?:live|moved|work|study|was born|grew up))\b|"
     r"我(?:的)?(?:老婆|老公|妻子|丈夫|妈妈|爸爸|儿子|女儿|家人|工作|生日)|我住在|我搬到|我在.{1,12}工作",
-    re.IGNORECASE)
-_DATE = re.compile(r"\(\d{1,2} [A-Z][a-z]+ \d{4}\)|\b(?:19|20)\d{2}\b|\d{4}年|\d{1,2}月\d{1,2}日")
-_SMALL_TALK = re.compile(
-    r"^(?:hi|hey|hello|yo|thanks|thank you|lol|haha+|ha|ok|okay|cool|nice|great|awesome|wow|bye|see you|"
+    patterns.IGNORECASE)
+_DATE = patterns.compile(r"\(\d{1,2} [A-Z][a-z]++ \d{4}\)|\b(?:19|20)\d{2}\b|\d{4}年|\d{1,2}月\d{1,2}日")
+_SMALL_TALK = patterns.compile(
+    r"^(?:hi|hey|hello|yo|thanks|thank you|lol|haha++|ha|ok|okay|cool|nice|great|awesome|wow|bye|see you|"
     r"good (?:night|morning)|how are you|same|yeah|yes|no|sure|omg|you too|me too|take care|sounds good|"
-    r"你好|谢谢|哈哈+|好的|嗯|再见|晚安|早安|是的|对)[\s!.,?~。！，？]*$", re.IGNORECASE)
-_DIGIT = re.compile(r"\d")
+    r"你好|谢谢|哈哈++|好的|嗯|再见|晚安|早安|是的|对)[\s!.,?~。！，？]*+$", patterns.IGNORECASE)
+_DIGIT = patterns.compile(r"\d")
 SUBSTANTIAL_WORDS = 12
 
 

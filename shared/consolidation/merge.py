@@ -11,16 +11,15 @@ recall, not deleted. So no source turn becomes unreachable from the active entri
 The groups are a pure function of the episodes' texts and vectors (merging never changes either), so running
 the job again changes nothing; an entry whose group changed (its keeper was forgotten) is put right.
 """
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from shared.consolidation.changes import Change
 from shared.store import MemoryEntry
-from shared.text import scripts
+from shared.text import patterns, scripts
 
-_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+_WORD = patterns.compile(r"[^\W\d_]{3,}+")
 BLOCK = 512  # rows of the similarity matrix computed at once
 
 

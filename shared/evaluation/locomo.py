@@ -1,6 +1,5 @@
 """The LoCoMo benchmark as engram sees it: sessions as turns, questions with normalised evidence, the metric."""
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -8,10 +7,12 @@ from pathlib import Path
 
 from engram_client.contract import Turn
 from shared.compress import IMAGE_CAPTION_KEY
+from shared.text import patterns
 
 SCORED_CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-_EVIDENCE = re.compile(r"D(\d+):0*(\d+)")
+_EVIDENCE = patterns.compile(r"D(\d+):0*(\d+)")
+_EVIDENCE_SEPARATORS = patterns.compile(r"[;,\s]+")
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def normalise_evidence(raw: Iterable[str]) -> frozenset[str]:
     """Repair the known quirks: "D8:6; D9:17", "D:11:26", "D30:05", parentheses, space-separated lists."""
     out = set()
     for item in raw:
-        for part in re.split(r"[;,\s]+", str(item)):
+        for part in _EVIDENCE_SEPARATORS.split(str(item)):
             part = part.strip("()[]").replace("D:", "D")
             match = _EVIDENCE.fullmatch(part)
             if match:

@@ -8,7 +8,6 @@ Matching is by substring, case-folded, of the answer's spellings in an entry's t
 turns nearly word for word), except that a number is found only whole: "20" is not in "2023", nor "3.1" in "3.12".
 """
 import random
-import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
@@ -17,6 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram_client.contract import Turn
 from shared.compress.facts.render import without_stated
+from shared.text import patterns
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
 Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "dev10",
@@ -123,17 +123,19 @@ def split(stories: Sequence[Story], seed: int = SPLIT_SEED) -> tuple[list[Story]
 
 # Digits before or after a spelling's digit make a longer number ("2023" for "20", "3.12" for "3.1", "11,200" for
 # "1,200"); a letter does not make a longer word ("Wednesdays" says "Wednesday").
-_LONGER_BEFORE = re.compile(r"\d[.,]?$")
-_LONGER_AFTER = re.compile(r"[.,]?\d")  # matched at the end of the spelling
+_LONGER_BEFORE = patterns.compile(r"\d[.,]?$")
+_LONGER_AFTER = patterns.compile(r"[.,]?\d")  # matched at the end of the spelling
 
 
 def _found(spelling: str, folded: str) -> bool:
-    for match in re.finditer(re.escape(spelling), folded):
-        if spelling[:1].isdigit() and _LONGER_BEFORE.search(folded, 0, match.start()):
-            continue
-        if spelling[-1:].isdigit() and _LONGER_AFTER.match(folded, match.end()):
-            continue
-        return True
+    start = folded.find(spelling)
+    while start >= 0:
+        end = start + len(spelling)
+        # A longer number ends in the three characters before the spelling (a digit, a point, a line break).
+        longer_before = spelling[:1].isdigit() and _LONGER_BEFORE.search(folded, max(0, start - 3), start)
+        if not longer_before and not (spelling[-1:].isdigit() and _LONGER_AFTER.match(folded, end)):
+            return True
+        start = folded.find(spelling, end if spelling else start + 1)
     return False
 
 

@@ -18,9 +18,10 @@ from pydantic import ValidationError
 from engram_client.errors import EngramError
 from shared.errors import LlmInvalid, LlmUnavailable
 from shared.llm import prompts, schemas
-from shared.llm.breaker import Breaker
+from shared.llm.breaker import Breaker, TenantBreakers
 from shared.llm.budget import TokenLedger
 from shared.llm.schemas import Output, Purpose
+from shared.llm.slots import TenantSlots
 from shared.runtime import metrics
 from shared.settings import Settings
 from shared.text import tokens
@@ -88,14 +89,22 @@ class LlmClient:
     """
 
     def __init__(self, settings: Settings, client: AsyncOpenAI | None = None, ledger: TokenLedger | None = None,
-                 breaker: Breaker | None = None) -> None:
+                 breakers: TenantBreakers | None = None) -> None:
         self.settings = settings
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "unused"
         self._client = client or AsyncOpenAI(base_url=settings.llm_base_url, api_key=key,
                                              timeout=settings.llm_timeout_s, max_retries=settings.llm_max_retries)
         self.ledger = ledger or TokenLedger(settings.llm_tokens_per_hour)
-        self.breaker = breaker or Breaker(settings.llm_breaker_failures, settings.llm_breaker_cooldown_s)
-        self._slots = asyncio.Semaphore(settings.llm_max_concurrency)
+        # A tenant's failing calls open its own breaker; only failures of more than one tenant open the endpoint's.
+        self.breakers = breakers or TenantBreakers(settings.llm_breaker_failures, settings.llm_breaker_cooldown_s)
+        # One tenant holds at most half the slots, so that another's calls find one while its slow windows wait.
+        self._slots = TenantSlots(settings.llm_max_concurrency, max(1, settings.llm_max_concurrency // 2))
+
+    @property
+    def breaker(self) -> Breaker:
+        """The endpoint's breaker (open: every tenant's calls pause)."""
+        return self.breakers.endpoint
+
 
     def _format(self, purpose: Purpose, schema: type[Output]) -> tuple[dict[str, Any] | None, str | None]:
         """The response_format to send and the schema to spell out in the prompt, per server kind.
@@ -114,8 +123,10 @@ class LlmClient:
         self.ledger.check(tenant)
         if timeout_s is not None and timeout_s < MIN_CALL_S:
             raise LlmUnavailable("deadline", "no time left before the caller's deadline")
-        if not self.breaker.allow():
-            raise LlmUnavailable("breaker_open", "the LLM endpoint failed repeatedly; calls pause for "
+        allowed, whose = self.breakers.allow(tenant)
+        if not allowed:
+            what = "the LLM endpoint" if whose == "endpoint" else f"tenant {tenant!r}'s calls to the LLM endpoint"
+            raise LlmUnavailable("breaker_open", f"{what} failed repeatedly; they pause for "
                                                  f"{self.settings.llm_breaker_cooldown_s:g} s")
         client = self._client
         # A caller's deadline leaves no room for the client's own retries, and its timeouts say nothing about
@@ -127,7 +138,7 @@ class LlmClient:
         settled = False
         try:
             async with asyncio.timeout(timeout_s):  # waiting for a free slot counts against the deadline too
-                async with self._slots:
+                async with self._slots.hold(tenant):
                     reply = await client.chat.completions.create(
                         model=self.settings.llm_model, messages=messages,  # type: ignore[arg-type]
                         temperature=0, max_tokens=self.settings.llm_max_output_tokens, **extra)
@@ -135,37 +146,37 @@ class LlmClient:
         except (APITimeoutError, TimeoutError) as exc:
             settled = True
             if deadline_bound:
-                self.breaker.released()
+                self.breakers.released(tenant)
             else:
-                self.breaker.failed()
+                self.breakers.failed(tenant, timed_out=True)
             raise LlmUnavailable("timeout", f"the LLM endpoint did not answer in time ({exc})") from exc
         except RateLimitError as exc:
             settled = True
-            self.breaker.failed()
+            self.breakers.failed(tenant)
             raise LlmUnavailable("rate_limited", "the LLM endpoint kept answering 429") from exc
         except APIConnectionError as exc:
             settled = True
-            self.breaker.failed()
+            self.breakers.failed(tenant)
             raise LlmUnavailable("error", f"the LLM endpoint is unreachable ({exc})") from exc
         except APIStatusError as exc:
             settled = True
             if exc.status_code >= 500:
-                self.breaker.failed()
+                self.breakers.failed(tenant)
             else:  # 4xx: this request was refused (too long, a format the server lacks); the endpoint is up
-                self.breaker.released()
+                self.breakers.released(tenant)
             raise LlmUnavailable("error", f"the LLM endpoint answered {exc.status_code}") from exc
         except APIError as exc:
             settled = True
-            self.breaker.failed()
+            self.breakers.failed(tenant)
             raise LlmUnavailable("error", f"the LLM endpoint's answer could not be read ({exc})") from exc
         finally:
             if not settled:  # cancelled, or failed in a way that says nothing about the endpoint
-                self.breaker.released()
+                self.breakers.released(tenant)
         if not isinstance(reply, ChatCompletion):  # e.g. an HTML page from a proxy, with status 200
-            self.breaker.failed()
+            self.breakers.failed(tenant)
             raise LlmUnavailable("error", f"the LLM endpoint answered something other than a chat completion "
                                           f"({type(reply).__name__})")
-        self.breaker.succeeded()
+        self.breakers.succeeded(tenant)
         content = (reply.choices[0].message.content or "") if reply.choices else ""
         usage = reply.usage
         prompt = usage.prompt_tokens if usage else sum(

@@ -1,10 +1,11 @@
 """What the model is asked to return, per purpose: pydantic models that validate whatever comes back (the model's
 word is never trusted unvalidated), and the looser JSON schema of each that goes on the wire."""
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+
+from shared.text import patterns
 
 Purpose = Literal["compress", "facts", "summary", "plan", "reflect", "consolidate"]
 ResponseFormat = Literal["json_schema", "json_object", "prompt"]
@@ -14,7 +15,7 @@ MAX_STATEMENTS = 12   # per window: more would be a restatement of every word, n
 MAX_SUB_QUERIES = 4   # per plan or reflection round
 
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = patterns.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def _lenient_time(value: Any) -> Any:

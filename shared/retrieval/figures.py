@@ -8,49 +8,51 @@ word ("how long has she…", "how old", "how often") are left alone. A window st
 hold a number that is not a date: digits, or number words and Chinese numerals before a counter or unit. Reading
 numbers is the one thing this looks for in the memories; it never reads what they are about.
 """
-import re
 from dataclasses import dataclass
 
 from shared.compress.facts.tastes import MONTH
 from shared.consolidation.importance import utterances
 from shared.store import MemoryEntry
+from shared.text import patterns
 
 # A count or an amount, first (the cue explain shows).
-_ASKS_COUNT = (re.compile(r"\bhow\s+(?:many|much|big|fast|large|high|heavy|tall|far)\b|\bwhat\s+time\b",
-                          re.IGNORECASE),
+_ASKS_COUNT = (patterns.compile(r"\bhow\s++(?:many|much|big|fast|large|high|heavy|tall|far)\b|\bwhat\s++time\b",
+                                patterns.IGNORECASE),
                # 几 asks for a number before a counter (几个人, 几点); 这几天, 好几次, 几号 and 几月 do not.
-               re.compile(r"多少|(?<![这那前后好没近])几(?=[个位人只条家次岁点块元台辆本张间套层项倍十百千万])"))
+               patterns.compile(r"多少|(?<![这那前后好没近])几(?=[个位人只条家次岁点块元台辆本张间套层项倍十百千万])"))
 # The names of measured things, which are said in numbers.
-_ASKS_MEASURE = (re.compile(r"\b(?:latency|price|cost|rent|salary|budget|percentage|(?<![-\w])rate|score|version|"
-                            r"number\s+of|size|weight|height|speed|fee|charge|accuracy|uptime|rating)s?\b",
-                            re.IGNORECASE),
-                 re.compile(r"延迟|价格|价钱|价位|什么价|房租|租金|工资|薪水|预算|版本|分数|体重|身高|速度|费用|数量|人数|"
-                            r"(?:转化|留存|成功|增长|点击|崩溃|错误|失败|命中|准确|召回|通过|复购|流失|出勤|入住|完成|"
-                            r"覆盖|丢包|体脂|利|汇|税)率"))
+_ASKS_MEASURE = (patterns.compile(r"\b(?:latency|price|cost|rent|salary|budget|percentage|(?<![-\w])rate|score|"
+                                  r"version|number\s++of|size|weight|height|speed|fee|charge|accuracy|uptime|"
+                                  r"rating)s?\b", patterns.IGNORECASE),
+                 patterns.compile(r"延迟|价格|价钱|价位|什么价|房租|租金|工资|薪水|预算|版本|分数|体重|身高|速度|费用|数量|人数|"
+                                  r"(?:转化|留存|成功|增长|点击|崩溃|错误|失败|命中|准确|召回|通过|复购|流失|出勤|入住|"
+                                  r"完成|覆盖|丢包|体脂|利|汇|税)率"))
 # Dates, in the forms people and the compressor write them: the note beside a relative time ("（2024年5月）",
 # "(21 October 2023)"), "9 March 2024", "March 9", "2024-03-15", "9/3", "in 2025", a quarter ("Q1"), 2024年3月15日,
-# 三月十五号.
-_DATES = re.compile(
-    r"[（(][^（()）\n]*(?:\d{4}年|\b(?:19|20)\d{2}\b)[^（()）\n]*[)）]|"
-    r"\b\d{1,2}(?:st|nd|rd|th)?\s+" + MONTH + r"\b(?:,?\s+(?:19|20)\d{2})?|"
-    r"\b" + MONTH + r"\.?\s+\d{1,2}(?:st|nd|rd|th)?\b(?:,?\s+(?:19|20)\d{2})?|"
-    r"\b" + MONTH + r"\s+(?:19|20)\d{2}\b|"
-    r"\b(?:in|since|by|until|till|from|of|year)\s+(?:19|20)\d{2}\b|\b[QH][1-4]\b|"
+# 三月十五号. A note is read from its bracket to the first year in it, then to its closing bracket, each character once
+# (no bracket stands inside a note, so no two notes share one); spaces are taken whole, as a digit or a word follows.
+_YEAR = r"\d{4}年|\b(?:19|20)\d{2}\b"
+_DATES = patterns.compile(
+    r"[（(](?=(?:(?!" + _YEAR + r")[^（()）\n])*+(?:" + _YEAR + r"))[^（()）\n]*+[)）]|"
+    r"\b\d{1,2}(?:st|nd|rd|th)?\s++" + MONTH + r"\b(?:,?\s++(?:19|20)\d{2})?|"
+    r"\b" + MONTH + r"\.?\s++\d{1,2}(?:st|nd|rd|th)?\b(?:,?\s++(?:19|20)\d{2})?|"
+    r"\b" + MONTH + r"\s++(?:19|20)\d{2}\b|"
+    r"\b(?:in|since|by|until|till|from|of|year)\s++(?:19|20)\d{2}\b|\b[QH][1-4]\b|"
     r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|"
     r"\d{4}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?|\d{1,2}月(?:\d{1,2}[日号])?|\d{1,2}[日号]|"
     r"[一二三四五六七八九十]{1,2}月(?:[一二三四五六七八九十]{1,3}[日号])?|[一二三四五六七八九十]{1,3}号",
-    re.IGNORECASE)
-_FIGURE = re.compile(
+    patterns.IGNORECASE)
+_FIGURE = patterns.compile(
     r"\d|"
     r"\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|(?:thir|four|fif|six|seven|eigh|nine)teen|"
     r"twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen)\b|"
     # a Chinese numeral before a counter or unit ("两千多人", "三个", "八点半"); 十分 alone is "very", 一个 "a"
     r"(?<![零一二两三四五六七八九十百千万亿])(?!十分|一[^零一二两三四五六七八九十百千万亿])"
-    r"[零一二两三四五六七八九十百千万亿]+多?[个位人名只家次块元岁倍台辆本张条项分秒斤米点层套间]",
-    re.IGNORECASE)
+    r"[零一二两三四五六七八九十百千万亿]++多?[个位人名只家次块元岁倍台辆本张条项分秒斤米点层套间]",
+    patterns.IGNORECASE)
 
 
-_NAMED = re.compile(r"[^\W_]*\d[^\W_]*")  # a word with digits: "p95", "Q1", "v2"
+_NAMED = patterns.compile(r"[^\W_]*\d[^\W_]*")  # a word with digits: "p95", "Q1", "v2"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
 """Reading a query before searching: its language, the time it names, and the words that should hit."""
 import functools
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -8,15 +7,18 @@ from dateparser.date import DateDataParser
 
 from shared.compress import dates
 from shared.compress.extract import STOPWORDS
-from shared.text import language, scripts
+from shared.text import language, patterns, scripts
 
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
-_ABSOLUTE = re.compile(r"\b(?:" + _MONTHS + r"(?:\s+\d{1,2})?,?\s+(?:19|20)\d{2}|\d{1,2}\s+" + _MONTHS
-                       + r",?\s+(?:19|20)\d{2}|(?:19|20)\d{2})\b")
-_ZH_ABSOLUTE = re.compile(r"(?:19|20)\d{2}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?")
-_TERM = re.compile(r"[\w'’-]+")
-_NAME_WORD = re.compile(r"\b[^\W\d_]+(?:[-'’.][^\W\d_]+)*\b")  # whole words of letters ("w123" is none)
-_POSSESSIVE = re.compile(r"['’]s?$")
+# Spaces are taken whole (possessive): a digit or a word comes next.
+_ABSOLUTE = patterns.compile(r"\b(?:" + _MONTHS + r"(?:\s++\d{1,2})?,?\s++(?:19|20)\d{2}|\d{1,2}\s++" + _MONTHS
+                             + r",?\s++(?:19|20)\d{2}|(?:19|20)\d{2})\b")
+_ZH_ABSOLUTE = patterns.compile(r"(?:19|20)\d{2}年(?:\d{1,2}月(?:\d{1,2}[日号])?)?")
+_TERM = patterns.compile(r"[\w'’-]++")
+# Whole words of letters ("w123" is none), joined by - ' . ("Mary-Ann", "O'Brien"): each part ends at a word
+# boundary, so the letters are taken whole and the parts are one repetition that ends the pattern.
+_NAME_WORD = patterns.compile(r"\b[^\W\d_]++\b(?:[-'’.][^\W\d_]++\b)*+")
+_POSSESSIVE = patterns.compile(r"['’]s?$")
 NAME_WORDS = 3  # longest name looked for ("Mary Ann Lee")
 
 

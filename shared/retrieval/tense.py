@@ -6,33 +6,34 @@ Only function words and time adverbs are looked at, in English and Chinese, so t
 "小王现在在哪儿上班" are all about the present; "where did Lena live before?" and "修复之前延迟是多少" ask for an
 earlier state; "when did she move?" asks for an event, which recency must not decide.
 """
-import re
 from dataclasses import dataclass
 from typing import Literal
+
+from shared.text import patterns
 
 Orientation = Literal["present", "earlier", "event"]
 
 # An earlier state is asked for by name: these words point before the current one.
-_EARLIER_EN = re.compile(
-    r"\b(?:before|previous(?:ly)?|former(?:ly)?|used\s+to|originally|original|initial(?:ly)?|at\s+first|"
-    r"first\s+(?:one|place|job|home|city)|earlier|prior|back\s+then|back\s+when|"
-    r"in\s+the\s+past|ex)\b", re.IGNORECASE)
+_EARLIER_EN = patterns.compile(
+    r"\b(?:before|previous(?:ly)?|former(?:ly)?|used\s++to|originally|original|initial(?:ly)?|at\s++first|"
+    r"first\s++(?:one|place|job|home|city)|earlier|prior|back\s++then|back\s++when|"
+    r"in\s++the\s++past|ex)\b", patterns.IGNORECASE)
 # 过去 after a verb is a direction ("搬过去", "over there"), 原来如此 is "I see".
-_EARLIER_ZH = re.compile(r"之前|以前|原来(?!如此)|原先|本来|曾经|(?<![搬走跑飞开去回送拿带过])过去|当初|当时|起初|最初|"
-                         r"一开始|从前|以往|早先|"
-                         r"上一[个份任家]|前任")
+_EARLIER_ZH = patterns.compile(r"之前|以前|原来(?!如此)|原先|本来|曾经|(?<![搬走跑飞开去回送拿带过])过去|当初|当时|"
+                               r"起初|最初|一开始|从前|以往|早先|"
+                               r"上一[个份任家]|前任")
 # The present is asked for by name, or by the tense of the question.
-_NOW_EN = re.compile(
-    r"\b(?:now|nowadays|currently|current|these\s+days|at\s+the\s+moment|at\s+present|still|today|latest|"
-    r"lately|recently|most\s+recent|new|present|anymore|"
-    r"this\s+(?:year|month|week|weekend|summer|winter|spring|autumn|fall|season|term|semester|quarter))\b",
-    re.IGNORECASE)
-_NOW_ZH = re.compile(r"现在|目前|如今|眼下|当前|最近|这阵子|这段时间|近来|还在|仍然|依然|最新|新的")
-_PAST_AUX_EN = re.compile(r"\b(?:did|was|were|had|went|happened|ago|last\s+(?:year|month|week|time))\b",
-                          re.IGNORECASE)
-_PRESENT_AUX_EN = re.compile(r"\b(?:is|are|am|does|do|has|have)\b|\b(?:what|where|who|how|which|when|that|it|there|"
-                             r"he|she)['’]s\b|['’]re\b", re.IGNORECASE)
-_EVENT_ZH = re.compile(r"什么时候|哪天|何时|哪一年|几月|多久以前")
+_NOW_EN = patterns.compile(
+    r"\b(?:now|nowadays|currently|current|these\s++days|at\s++the\s++moment|at\s++present|still|today|latest|"
+    r"lately|recently|most\s++recent|new|present|anymore|"
+    r"this\s++(?:year|month|week|weekend|summer|winter|spring|autumn|fall|season|term|semester|quarter))\b",
+    patterns.IGNORECASE)
+_NOW_ZH = patterns.compile(r"现在|目前|如今|眼下|当前|最近|这阵子|这段时间|近来|还在|仍然|依然|最新|新的")
+_PAST_AUX_EN = patterns.compile(r"\b(?:did|was|were|had|went|happened|ago|last\s++(?:year|month|week|time))\b",
+                                patterns.IGNORECASE)
+_PRESENT_AUX_EN = patterns.compile(r"\b(?:is|are|am|does|do|has|have)\b|\b(?:what|where|who|how|which|when|that|it|"
+                                   r"there|he|she)['’]s\b|['’]re\b", patterns.IGNORECASE)
+_EVENT_ZH = patterns.compile(r"什么时候|哪天|何时|哪一年|几月|多久以前")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Reading:
     explicit: bool = True
 
 
-def _first(pattern: re.Pattern[str], text: str) -> str | None:
+def _first(pattern: patterns.Pattern, text: str) -> str | None:
     found = pattern.search(text)
     return found.group(0).strip() if found else None
 

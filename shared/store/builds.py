@@ -8,7 +8,6 @@ shard to the running store.
 import logging
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -22,9 +21,10 @@ from shared.settings import Settings
 from shared.store.edge import EdgeStore
 from shared.store.protocol import Store
 from shared.store.remote import ClientStore
+from shared.text import patterns
 
 log = logging.getLogger("engram.builds")
-BUILD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+BUILD_NAME = patterns.compile(r"^[A-Za-z0-9_-]{1,64}$")
 FIRST_BUILD = "initial"
 
 

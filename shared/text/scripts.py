@@ -1,9 +1,9 @@
 """Which writing system a character belongs to, where that changes how text is split into words."""
-import re
+from shared.text import patterns
 
 # Han ideographs: Chinese words are not separated by spaces, so runs of them are segmented instead of split.
 HAN = "\u4e00-\u9fff"
-HAN_RUN = re.compile(f"[{HAN}]{{2,}}")
+HAN_RUN = patterns.compile(f"[{HAN}]{{2,}}+")
 
 
 def is_han(char: str) -> bool:

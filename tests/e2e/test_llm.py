@@ -63,7 +63,7 @@ async def client(llm_stack: Running, fake: FakeOpenAI) -> AsyncIterator[MemoryCl
     """A fresh tenant, a well-behaved model, closed breakers."""
     fake.reset()
     for model in _models(llm_stack):
-        model.breaker.succeeded()
+        model.breakers.reset()
     async with await MemoryClient.connect(llm_stack.nats_url, unique("tenant")) as memory_client:
         yield memory_client
 
@@ -367,3 +367,27 @@ async def test_every_token_the_endpoint_counts_reaches_the_metrics_by_purpose(cl
     await _publish(client, conversation(CHAT, conversation_id=cid), cid)
     for purpose in ("compress", "facts"):
         assert tokens(purpose) - before[purpose] == fake.tokens_served[purpose] > 0
+
+
+async def test_one_tenants_slow_windows_open_its_own_breaker_and_not_another_tenants(
+        client: MemoryClient, fake: FakeOpenAI, llm_stack: Running) -> None:
+    """The model is too slow on one tenant's windows (their content): past three timeouts that tenant's calls pause
+    (its windows take the offline path and are all stored), while another tenant's windows are still compressed by
+    the model and the endpoint's breaker stays closed."""
+    fake.delay_s, fake.slow_when = 1.5, "glacier"  # past llm_timeout_s, on the slow tenant's windows only
+    slow_chat = [(s, f"{t} The glacier (part {i}) keeps moving.") for i in range(4) for s, t in CHAT]
+    cid = unique("c")
+    slow_turns = conversation(slow_chat, conversation_id=cid)
+    await _publish(client, slow_turns, cid)
+    assert sorted(await stored_turn_ids(llm_stack.store, client.tenant)) == sorted(t.turn_id for t in slow_turns)
+    calls_before = fake.chat_calls
+    async with await MemoryClient.connect(llm_stack.nats_url, unique("tenant")) as calm:
+        calm_cid = unique("c")
+        calm_turns = conversation(CHAT, conversation_id=calm_cid)
+        await _publish(calm, calm_turns, calm_cid)
+        assert fake.chat_calls > calls_before  # the calm tenant's windows still reach the model
+        assert sorted(await stored_turn_ids(llm_stack.store, calm.tenant)) == sorted(t.turn_id for t in calm_turns)
+    assert REGISTRY.get_sample_value("engram_llm_breaker_open") == 0
+    ingest_model = llm_stack.ingestor_deps[0].llm
+    assert ingest_model is not None and ingest_model.breakers.of(client.tenant).state == "open"
+    assert ingest_model.breakers.of(calm.tenant).state == "closed"

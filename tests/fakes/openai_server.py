@@ -35,7 +35,8 @@ class FakeOpenAI:
         chat_reply: the chat model; by default `chat_model.answer`, which derives its answer from the request.
         misbehave: chat answers are wrong in this way ("malformed", "wrong_schema", "foreign_ids", "junk"),
             repair rounds included; `misbehave_times` (counts down) limits it to the next N chat requests.
-        delay_s: chat requests are answered this late (to trip client timeouts).
+        delay_s: chat requests are answered this late (to trip client timeouts); with `slow_when`, only those whose
+            messages hold that text (a model slow on some content, such as one tenant's long windows).
         fail_with: every request (embeddings too) gets this HTTP status; `fail_times` (counts down) limits it to
             the next N requests, and `retry_after` (seconds) is sent as a `retry-after` header with 429s.
     Readings: `requests` (path and body of each), `chat_calls`, and `tokens_served` (prompt plus completion
@@ -51,6 +52,7 @@ class FakeOpenAI:
     misbehave: chat_model.Misbehaviour | None = None
     misbehave_times: int | None = None  # None: every chat request misbehaves; N: the next N, then answers are right
     delay_s: float = 0.0
+    slow_when: str | None = None
     chat_calls: int = 0
     tokens_served: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -63,6 +65,7 @@ class FakeOpenAI:
             self.misbehave = self.misbehave_times = None
             self.chat_reply = _default_reply
             self.delay_s = 0.0
+            self.slow_when = None
             self.chat_calls = 0
             self.requests.clear()
             self.tokens_served.clear()
@@ -103,7 +106,8 @@ class FakeOpenAI:
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """A chat completion: the model's (or a misbehaving) answer, cut at `max_tokens`, with real token usage."""
-        if self.delay_s > 0:
+        slow = self.slow_when is None or self.slow_when in json.dumps(body.get("messages", []), ensure_ascii=False)
+        if self.delay_s > 0 and slow:
             self._closing.wait(self.delay_s)  # a server that is shutting down stops waiting
         how = self._misbehaviour()
         content = chat_model.misbehave(body, how) if how else self.chat_reply(body)

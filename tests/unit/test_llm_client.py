@@ -1,11 +1,14 @@
 """The LLM client's parts alone: parsing what a model returns, the circuit breaker, the per-tenant token ledger."""
+import asyncio
+
 import pytest
 
 from shared.errors import LlmUnavailable
 from shared.llm import parse
-from shared.llm.breaker import Breaker
+from shared.llm.breaker import Breaker, TenantBreakers
 from shared.llm.budget import TokenLedger
 from shared.llm.schemas import CompressedWindow, SameFactGroups, Summary
+from shared.llm.slots import TenantSlots
 
 
 def test_bare_fenced_and_chatty_json_all_parse() -> None:
@@ -98,3 +101,47 @@ def test_no_budget_means_no_limit() -> None:
         ledger.check("a")  # with a budget, the first 10**9 tokens would already be refused
     assert ledger.spent("a") == 3 * 10**9  # spent past any budget within one hour, counted and never refused
     assert ledger.by_purpose("a") == {"plan": 10**9, "compress": 10**9, "facts": 10**9}
+
+
+def test_one_tenants_slow_calls_open_its_own_breaker_not_the_endpoints() -> None:
+    """A tenant whose calls keep timing out while another's answer goes offline alone; timeouts of two tenants in a
+    row open the endpoint's breaker for everyone, as do failures that speak of the endpoint (429, 5xx), whoever
+    calls."""
+    clock = Clock()
+    breakers = TenantBreakers(failures=3, cooldown_s=30, clock=clock)
+    for _ in range(3):
+        assert breakers.allow("slow") == (True, "")
+        breakers.failed("slow", timed_out=True)
+        assert breakers.allow("calm") == (True, "")
+    assert breakers.allow("slow") == (False, "tenant") and breakers.allow("calm") == (True, "")
+    assert breakers.endpoint.state == "closed"
+    breakers.succeeded("calm")
+    for tenant in ("a", "b", "a"):  # the endpoint is slow for everyone: timeouts of two tenants in a row
+        assert breakers.allow(tenant)[0]
+        breakers.failed(tenant, timed_out=True)
+    assert breakers.endpoint.state == "open" and breakers.allow("calm") == (False, "endpoint")
+    down = TenantBreakers(failures=2, cooldown_s=30, clock=clock)
+    for _ in range(2):
+        assert down.allow("only")[0]
+        down.failed("only")  # a 5xx or a 429: the endpoint's failure, whichever tenant met it
+    assert down.endpoint.state == "open"
+
+
+async def test_one_tenant_holds_at_most_its_share_of_the_slots() -> None:
+    """With 4 slots and a share of 2, a tenant's third call waits while another tenant's call gets a slot at once."""
+    slots = TenantSlots(total=4, share=2)
+    async with slots.hold("flood"), slots.hold("flood"):
+        third = asyncio.create_task(_hold_briefly(slots, "flood"))
+        await asyncio.sleep(0)
+        assert not third.done() and slots.in_use("flood") == 2
+        async with asyncio.timeout(1):
+            async with slots.hold("calm"):
+                assert slots.in_use("calm") == 1
+    async with asyncio.timeout(1):
+        await third
+    assert slots.in_use("flood") == 0
+
+
+async def _hold_briefly(slots: TenantSlots, tenant: str) -> None:
+    async with slots.hold(tenant):
+        pass

@@ -8,8 +8,6 @@ any other; an ending has a value that says so ("no partner", "not vegetarian", "
 against the dev half of the update stories (sentences their author wrote without seeing these rules); precision
 first: first person only, and the reader's guards (questions, wishes, reports, the past) still apply.
 """
-import re
-
 from shared.compress.extract import STOPWORDS
 from shared.compress.facts.chinese_life import employer
 from shared.compress.facts.fact import Fact, Hit, Said
@@ -18,14 +16,15 @@ from shared.compress.facts.han import name as han_name
 from shared.compress.facts.life import ADV, ME
 from shared.compress.facts.phrases import CAP_RUN, PERSON_NAME, clean_name
 from shared.compress.facts.vocabulary import NOT_NAMES
+from shared.text import patterns
 
 _NAME = r"(?P<name>" + PERSON_NAME + ")"
 _ORG = r"(?P<org>" + CAP_RUN + ")"
 # A breakup ends a clause: "Tom and I split up the work" and "we split up at the mall" are no breakup.
-_BREAKUP_END = r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:in|last|over|a|two|three|after|because|this|earlier|recently|and|but|"\
+_BREAKUP_END = r"(?=\s*+(?:$|[.,!;:)]|[-–—]|(?:in|last|over|a|two|three|after|because|this|earlier|recently|and|but|"\
     r"so|lol|haha)\b))"
-_BROKE_UP = re.compile(
-    r"(?:\b(?P<with>[A-Z][a-z]+) and I|" + ME + r")(?:'ve| have)? " + ADV
+_BROKE_UP = patterns.compile(
+    r"(?:\b(?P<with>[A-Z][a-z]++) and I|" + ME + r")(?:'ve| have)? " + ADV
     + r"(?:broke up|split up|got divorced|divorced)(?: with " + _NAME + r")?" + _BREAKUP_END)
 # The values of endings, written here and read back by `ending`: "no partner", "not vegetarian", "left Siemens",
 # "不吃素", "从腾讯离职" / "已离职".
@@ -35,46 +34,49 @@ LEFT = "left "
 ZH_NOT_VEGETARIAN = "不吃素"
 ZH_LEFT = "离职"
 # Dating, not meeting: "I'm seeing Anna for lunch" is no partner.
-_SEEING = re.compile(ME + r"(?:(?:'ve| have) " + ADV + r"been (?:seeing|dating)|(?:'m| am) " + ADV
-                     + r"(?:dating|going out with)|(?: " + ADV + r")?(?:started|began) "
-                     r"(?:seeing|dating|going out with)) " + _NAME + r"\b")
-_NEW_PARTNER = re.compile(r"\b[Mm]y new (?P<rel>girlfriend|boyfriend|wife|husband)(?:,)? " + _NAME + r"\b")
+_SEEING = patterns.compile(ME + r"(?:(?:'ve| have) " + ADV + r"been (?:seeing|dating)|(?:'m| am) " + ADV
+                           + r"(?:dating|going out with)|(?: " + ADV + r")?(?:started|began) "
+                           r"(?:seeing|dating|going out with)) " + _NAME + r"\b")
+_NEW_PARTNER = patterns.compile(r"\b[Mm]y new (?P<rel>girlfriend|boyfriend|wife|husband)(?:,)? " + _NAME + r"\b")
 _DIETS = r"(?P<diet>vegetarian|vegan|pescatarian|pescetarian|keto|plant-based)"
 # An ending, not a plain "I'm not vegan" (which says nothing changed).
 _NOT_DIET = [
-    re.compile(ME + r"(?:'m| am) no longer (?:a |really )?" + _DIETS + r"\b"),
-    re.compile(ME + r"(?:'m| am) not (?:a |really )?" + _DIETS + r" any ?more\b"),
-    re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:stopped|quit|gave up|given up) being (?:a )?" + _DIETS + r"\b"),
+    patterns.compile(ME + r"(?:'m| am) no longer (?:a |really )?" + _DIETS + r"\b"),
+    patterns.compile(ME + r"(?:'m| am) not (?:a |really )?" + _DIETS + r" any ?more\b"),
+    patterns.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:stopped|quit|gave up|given up) being (?:a )?" + _DIETS
+                     + r"\b"),
 ]
-_MEAT_AGAIN = re.compile(ME + r"(?:'ve| have|'m| am)? " + ADV + r"(?:started |been |back to )?eat(?:ing)? "
-                         r"(?:meat|fish|chicken|beef|pork) again\b")
-_LEFT_JOB = re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:handed in|gave|given|put in|turned in) (?:my )?(?:notice|"
-                       r"resignation) at " + _ORG + r"|" + ME + r"(?:'ve| have)? " + ADV
-                       + r"(?:quit|left) my job at " + _ORG.replace("org", "org2") + r"|" + ME + r"(?:'ve| have)? "
-                       + ADV + r"resigned from " + _ORG.replace("org", "org3"))
+_MEAT_AGAIN = patterns.compile(ME + r"(?:'ve| have|'m| am)? " + ADV + r"(?:started |been |back to )?eat(?:ing)? "
+                               r"(?:meat|fish|chicken|beef|pork) again\b")
+_LEFT_JOB = patterns.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:handed in|gave|given|put in|turned in) (?:my )?"
+                             r"(?:notice|resignation) at " + _ORG + r"|" + ME + r"(?:'ve| have)? " + ADV
+                             + r"(?:quit|left) my job at " + _ORG.replace("org", "org2") + r"|" + ME
+                             + r"(?:'ve| have)? " + ADV + r"resigned from " + _ORG.replace("org", "org3"))
 # "I start at Bosch", "... and start at Bosch" (the clause's subject is the sentence's "I"), "my first week at X"
 # or a sentence opening "first week at X done!"; never a first day that "was" years ago.
-_STARTS_JOB = re.compile(r"(?:" + ME + r"(?:'ll|'m| am| will)?|\b(?P<and>and|then)) " + ADV
-                         + r"(?:start|starting|begin|beginning) "
-                         r"(?:work |working |my new job |the new job )?at " + _ORG + r"\b"
-                         r"|(?:\b[Mm]y |^)first (?:day|week|month) (?:of work )?at " + _ORG.replace("org", "org2")
-                         + r"\b(?! (?:as a guest|as a visitor|was|back))")
-_OPENS_WITH_I = re.compile(r"^\W*(?:(?:so|and|but|ok|okay|well|also|anyway|btw|yeah|hey)\W+)*I\b", re.IGNORECASE)
+_STARTS_JOB = patterns.compile(r"(?:" + ME + r"(?:'ll|'m| am| will)?|\b(?P<and>and|then)) " + ADV
+                               + r"(?:start|starting|begin|beginning) "
+                               r"(?:work |working |my new job |the new job )?at " + _ORG + r"\b"
+                               r"|(?:\b[Mm]y |^)first (?:day|week|month) (?:of work )?at " + _ORG.replace("org", "org2")
+                               + r"\b(?! (?:as a guest|as a visitor|was|back))")
+# Anchored: one attempt, and what its runs take is never tried again another way (no word starts with \\W, I is none).
+_OPENS_WITH_I = patterns.compile(r"^\W*+(?:(?:so|and|but|ok|okay|well|also|anyway|btw|yeah|hey)\W++)*+I\b",
+                                 patterns.IGNORECASE)
 _NOT_EMPLOYERS = frozenset({"Home", "Work", "School", "Night", "Church", "Monday", "Tuesday", "Wednesday",
                             "Thursday", "Friday", "Saturday", "Sunday"})
 
 # Chinese
-_ZH_BROKE_UP = re.compile(r"我(?:们|(?:和|跟)(?P<with>[\u4e00-\u9fff]{1,4}))?(?:已经|终于|上个月|上周|前阵子)?"
-                          r"(?:分手|离婚)了")
+_ZH_BROKE_UP = patterns.compile(r"我(?:们|(?:和|跟)(?P<with>[\u4e00-\u9fff]{1,4}))?(?:已经|终于|上个月|上周|前阵子)?"
+                                r"(?:分手|离婚)了")
 # Someone else between the speaker's 我 and the verb makes it theirs: "我弟弟下周去腾讯报到".
-_ZH_SOMEONE = re.compile(r"[他她]|弟弟|妹妹|哥哥|姐姐|老公|老婆|同事|朋友|儿子|女儿|爸|妈")
-_ZH_NOT_VEGETARIAN = re.compile(r"我(?:现在|已经)?(?:不吃素了|不再吃素|开始吃肉了|又吃肉了|开荤了|不是素食者了)")
-_ZH_JOIN = re.compile(r"(?:去|到|在)(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?:报到|入职)|入职(?:了)?(?P<org2>"
-                      r"[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?=[，。！,.!~～]|$|了)")
-_ZH_COUNT = re.compile(r"[0-9一二两俩三四五六七八九十几多半][个天周月年]|[天周月年]")
+_ZH_SOMEONE = patterns.compile(r"[他她]|弟弟|妹妹|哥哥|姐姐|老公|老婆|同事|朋友|儿子|女儿|爸|妈")
+_ZH_NOT_VEGETARIAN = patterns.compile(r"我(?:现在|已经)?(?:不吃素了|不再吃素|开始吃肉了|又吃肉了|开荤了|不是素食者了)")
+_ZH_JOIN = patterns.compile(r"(?:去|到|在)(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?:报到|入职)|入职(?:了)?(?P<org2>"
+                            r"[\u4e00-\u9fffA-Za-z0-9&]{2,8}?)(?=[，。！,.!~～]|$|了)")
+_ZH_COUNT = patterns.compile(r"[0-9一二两俩三四五六七八九十几多半][个天周月年]|[天周月年]")
 _ZH_GENERIC = frozenset({"学校", "公司", "医院", "单位", "新公司", "那边", "这边", "部门", "学院", "大学"})
-_ZH_LEFT = re.compile(r"我(?:已经|刚|终于)?(?:从(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?))?(?:辞职|离职)了"
-                      r"|我(?:已经|刚)?递了辞呈")
+_ZH_LEFT = patterns.compile(r"我(?:已经|刚|终于)?(?:从(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,8}?))?(?:辞职|离职)了"
+                            r"|我(?:已经|刚)?递了辞呈")
 
 
 def _person(raw: str | None) -> str | None:

@@ -1,24 +1,24 @@
 """How Chinese turns are read: sentences, which of them are plain first-person statements, and the rules."""
-import re
-
 from shared.compress.facts import changes, chinese_home, chinese_life, plans
 from shared.compress.facts.fact import Reader
+from shared.text import patterns
 
-_SPLIT = re.compile(r"(?<=[。！？!?；;…])|\n+")
+# A line break that does not follow another one opens a run of them, so only its first is a place to start.
+_SPLIT = patterns.compile(r"(?<=[。！？!?；;…])|(?<!\n)\n++")
 # Chat often separates clauses with a space instead of a comma ("最喜欢的乐队是惘闻 他们今年有演出吗"): a space between
 # two Han characters ends a clause, and a clause that asks is left out of its sentence, so it does not hide the
 # statement beside it, while the words before a statement ("如果 我搬到上海") still say what it is.
-_CLAUSE = re.compile(r"(?<=[\u4e00-\u9fff])[ \u3000]+(?=[\u4e00-\u9fff])")
-_QUESTION = re.compile(r"吗|什么|怎么|为什么|哪里|哪儿|哪个|是不是|有没有|要不要|多少|几个|谁|啥")
+_CLAUSE = patterns.compile(r"(?<=[\u4e00-\u9fff])[ \u3000]++(?=[\u4e00-\u9fff])")
+_QUESTION = patterns.compile(r"吗|什么|怎么|为什么|哪里|哪儿|哪个|是不是|有没有|要不要|多少|几个|谁|啥")
 # Words before a match that make it a supposition, a wish, a report or the past ("以前我住在北京"); "跟你说" (let me
 # tell you) is the speaker's own news, not a report.
-_NOT_PLAIN_BEFORE = re.compile(
+_NOT_PLAIN_BEFORE = patterns.compile(
     r"如果|要是|假如|假设|万一|也许|可能|或许|但愿|希望|想|梦想|以前|之前|曾经|小时候|过去|那时|当时|原来|本来|"
     r"(?<!跟你)(?<!和你)(?<!给你)(?<!听我)说|觉得|"
     r"以为|认为|听说|不知道|假装|玩笑|的话")
 # Words after a match that say the state is over ("我住在北京的时候", "我住在北京，后来搬走了").
-_NOT_PLAIN_AFTER = re.compile(r"^(?:的)?时候|^时|^以前|^之前|^那年|^那会|后来|但是现在|不过现在|的话|已经不|去世|"
-                              r"离婚|分手")
+_NOT_PLAIN_AFTER = patterns.compile(r"^(?:的)?时候|^时|^以前|^之前|^那年|^那会|后来|但是现在|不过现在|的话|已经不|去世|"
+                                    r"离婚|分手")
 
 
 def sentences(text: str) -> list[str]:

@@ -1,47 +1,47 @@
 """Chinese rules for the speaker's household and tastes: pets, partner, family, likes, allergies, diet, birthday."""
-import re
-
 from shared.compress.facts.fact import Fact, Hit, Said, object_key
 from shared.compress.facts.han import HAN, name, object_phrase
 from shared.compress.facts.numerals import ZH_NUMBER, zh_int
 from shared.compress.facts.vocabulary import ZH_SPECIES
+from shared.text import patterns
 
 _SPECIES = "|".join(sorted(ZH_SPECIES, key=len, reverse=True))
 _CALLED = r"(?:，|,)?(?:它)?(?:叫做|名叫|名字叫|的名字叫|的名字是|叫)"
 _NAME_RUN = r"(?P<name>[\u4e00-\u9fffA-Za-z]{1,6})"
 # After the species: its name, or the end of the clause (not "猫头鹰", "狗粮").
 _SPECIES_END = r"(?=$|[，。！？!?,.；\s]|叫|名叫|名字)"
-_HAVE_PET = re.compile(r"我(?:们)?(?:家)?(?:养了|养着|有|也养了|还养了)(?:一只|一条|一个|只|条)?(?P<species>" + _SPECIES
-                       + r")" + _SPECIES_END + r"(?:" + _CALLED + _NAME_RUN + ")?")
-_MY_PET = re.compile(r"我(?:们)?(?:的|家的|家)(?P<species>" + _SPECIES + r")" + _CALLED + _NAME_RUN)
+_HAVE_PET = patterns.compile(r"我(?:们)?(?:家)?(?:养了|养着|有|也养了|还养了)(?:一只|一条|一个|只|条)?(?P<species>"
+                             + _SPECIES + r")" + _SPECIES_END + r"(?:" + _CALLED + _NAME_RUN + ")?")
+_MY_PET = patterns.compile(r"我(?:们)?(?:的|家的|家)(?P<species>" + _SPECIES + r")" + _CALLED + _NAME_RUN)
 _PARTNERS = r"老婆|老公|妻子|丈夫|太太|先生|女朋友|男朋友|女友|男友|未婚妻|未婚夫|爱人"
 _RELATIVES = {"妹妹": "sister", "姐姐": "sister", "哥哥": "brother", "弟弟": "brother", "儿子": "son",
               "女儿": "daughter", "妈妈": "mother", "母亲": "mother", "爸爸": "father", "父亲": "father"}
 _PERSON_CALLED = r"(?:叫做|名叫|名字叫|的名字是|叫)"
-_PARTNER = re.compile(r"我(?:的)?(?P<rel>" + _PARTNERS + r")" + _PERSON_CALLED + _NAME_RUN)
-_FAMILY = re.compile(r"我(?:的)?(?P<rel>" + "|".join(_RELATIVES) + r")" + _PERSON_CALLED + _NAME_RUN)
+_PARTNER = patterns.compile(r"我(?:的)?(?P<rel>" + _PARTNERS + r")" + _PERSON_CALLED + _NAME_RUN)
+_FAMILY = patterns.compile(r"我(?:的)?(?P<rel>" + "|".join(_RELATIVES) + r")" + _PERSON_CALLED + _NAME_RUN)
 _DEGREE = r"(?:也|还|真的|真|很|非常|特别|超级|超|一直|挺|蛮|比较|好|都|最)*"
-_LIKES = re.compile(r"我" + _DEGREE + r"(?:喜欢|热爱|喜爱|爱)")
-_DISLIKES = re.compile(r"我(?:也|还|真的|真|很|非常|特别|一点也|一点都|并|就|可|实在|最|是真的)*"
-                       r"(?:不太喜欢|不是很喜欢|不喜欢|不爱|讨厌|受不了|厌恶)")
+_LIKES = patterns.compile(r"我" + _DEGREE + r"(?:喜欢|热爱|喜爱|爱)")
+_DISLIKES = patterns.compile(r"我(?:也|还|真的|真|很|非常|特别|一点也|一点都|并|就|可|实在|最|是真的)*"
+                             r"(?:不太喜欢|不是很喜欢|不喜欢|不爱|讨厌|受不了|厌恶)")
 # "我最喜欢的乐队是X", "现在最爱的书是X", "我现在最喜欢的乐队换成X了": the speaker's, said by 我 or opening the
 # sentence (after a comma the subject may be whoever the clause before was about: "我女儿三岁，最喜欢的..."). The kind
 # holds no adverb or negation ("最喜欢的菜不是火锅", "...可能是..." say no favourite).
 _NOT_IN_KIND = r"(?!不|没|一直|应该|可能|已经|其实|大概|都|还|也|就|是)"
-_FAVOURITE = re.compile(r"(?:我|^)(?:现在|目前|最近|一直|还是|也)*最(?:喜欢|爱)的"
-                        r"(?P<what>(?:" + _NOT_IN_KIND + HAN + r"){1,4}?)(?:就|还|也|一直|已经)?"
-                        r"(?:是|换成了?|变成了?)")
-_ALLERGY = re.compile(r"我(?:也|还|一直)?对(?P<obj>[^，。！？!?,；\s]{1,10}?)(?P<neg>不再|已经不|不|没有)?过敏")
+_FAVOURITE = patterns.compile(r"(?:我|^)(?:现在|目前|最近|一直|还是|也){0,8}最(?:喜欢|爱)的"
+                              r"(?P<what>(?:" + _NOT_IN_KIND + HAN + r"){1,4}?)(?:就|还|也|一直|已经)?"
+                              r"(?:是|换成了?|变成了?)")
+_ALLERGY = patterns.compile(r"我(?:也|还|一直)?对(?P<obj>[^，。！？!?,；\s]{1,10}?)(?P<neg>不再|已经不|不|没有)?过敏")
 _ZH_END = r"(?=$|[^\u4e00-\u9fff]|[了的已很也都就好多])"
 _DIETS = [
-    (re.compile(r"我(?:现在|已经|一直|也)*(?:吃纯素|是纯素食者|是纯素食主义者)" + _ZH_END), "纯素", "吃纯素"),
-    (re.compile(r"我(?:现在|已经|一直|也)*(?:吃素|是素食者|是素食主义者|是一名素食者|是一个素食主义者)" + _ZH_END),
-     "素食", "吃素"),
-    (re.compile(r"我(?:现在|已经|一直|也)*(?:不吃肉|不再吃肉|戒了肉)" + _ZH_END), "素食", "不吃肉"),
+    (patterns.compile(r"我(?:现在|已经|一直|也){0,8}(?:吃纯素|是纯素食者|是纯素食主义者)" + _ZH_END), "纯素", "吃纯素"),
+    (patterns.compile(r"我(?:现在|已经|一直|也){0,8}(?:吃素|是素食者|是素食主义者|是一名素食者|是一个素食主义者)"
+                      + _ZH_END), "素食", "吃素"),
+    (patterns.compile(r"我(?:现在|已经|一直|也){0,8}(?:不吃肉|不再吃肉|戒了肉)" + _ZH_END), "素食", "不吃肉"),
 ]
+_VAGUE = patterns.compile(r"什么|东西|这|那")  # "我对什么都过敏", "我对这个过敏": no allergen named
 _DATE = r"(?:(?P<y>\d{4})年)?(?P<m>" + ZH_NUMBER + r")月(?P<d>" + ZH_NUMBER + r")[日号]"
-_BIRTHDAY = [re.compile(r"我(?:的)?生日(?:是|在)" + _DATE), re.compile(r"我(?:是)?(?:出生于|生于)" + _DATE),
-             re.compile(r"我是" + _DATE + "出生的")]
+_BIRTHDAY = [patterns.compile(r"我(?:的)?生日(?:是|在)" + _DATE), patterns.compile(r"我(?:是)?(?:出生于|生于)" + _DATE),
+             patterns.compile(r"我是" + _DATE + "出生的")]
 
 
 def pets(sentence: str, said: Said) -> list[Hit]:
@@ -102,7 +102,7 @@ def allergies(sentence: str, said: Said) -> list[Hit]:
     hits = []
     for match in _ALLERGY.finditer(sentence):
         obj = object_phrase(match.group("obj"))
-        if obj and obj == match.group("obj") and not re.search(r"什么|东西|这|那", obj):
+        if obj and obj == match.group("obj") and not _VAGUE.search(obj):
             allergic = not match.group("neg")
             text = f"{said.speaker}对{obj}{'过敏' if allergic else '不过敏'}"
             hits.append(Hit(Fact(f"allergy:{object_key(obj)}", "allergic" if allergic else "not allergic", text),

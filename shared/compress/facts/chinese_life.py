@@ -1,15 +1,15 @@
 """Chinese rules for where the speaker lives and comes from, where and as what they work, and what they study."""
-import re
-
 from shared.compress.facts.fact import Fact, Hit, Said
 from shared.compress.facts.han import HAN, is_place, place
 from shared.compress.facts.vocabulary import ZH_OCCUPATIONS
+from shared.text import patterns
 
 _NOW = r"(?:现在|目前|已经|刚|刚刚|终于|一直|也|还)*"
-_LIVES = re.compile(r"我(?:们)?" + _NOW + r"(?:住在|搬到了?|搬去了?|搬家到了?|定居在|定居于)(?P<run>" + HAN + "{2,12})")
-_FROM = re.compile(r"我(?:来自|是从|的老家是|的老家在|老家是|老家在)(?P<run>" + HAN + "{2,12})")
-_FROM_PEOPLE = re.compile(r"我是(?P<run>" + HAN + r"{2,4})人(?!" + HAN + ")")
-_WORKS = re.compile(r"我" + _NOW + r"在(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,12}?)(?:工作|上班|实习|任职)")
+_LIVES = patterns.compile(r"我(?:们)?" + _NOW + r"(?:住在|搬到了?|搬去了?|搬家到了?|定居在|定居于)(?P<run>" + HAN
+                          + "{2,12})")
+_FROM = patterns.compile(r"我(?:来自|是从|的老家是|的老家在|老家是|老家在)(?P<run>" + HAN + "{2,12})")
+_FROM_PEOPLE = patterns.compile(r"我是(?P<run>" + HAN + r"{2,4})人(?!" + HAN + ")")
+_WORKS = patterns.compile(r"我" + _NOW + r"在(?P<org>[\u4e00-\u9fffA-Za-z0-9&]{2,12}?)(?:工作|上班|实习|任职)")
 _COMPANIES = frozenset("""
 阿里巴巴 阿里 腾讯 百度 华为 字节跳动 字节 京东 美团 小米 网易 谷歌 微软 苹果 亚马逊 滴滴 拼多多 快手 新浪 中兴 联想
 比亚迪 特斯拉 星巴克 麦当劳 肯德基 宜家 蚂蚁金服 携程 大疆 顺丰 招商银行 中国银行 工商银行 建设银行
@@ -18,15 +18,18 @@ _EMPLOYER_SUFFIXES = ("公司", "集团", "银行", "医院", "大学", "学院"
                       "事务所", "工作室", "餐厅", "酒店", "科技", "实验室", "报社", "电视台", "政府", "幼儿园")
 _NOT_EMPLOYER_START = (*"一这那家某个哪大小", "我们", "你们")
 _OCCUPATION_LEADS = [
-    re.compile(r"我" + _NOW + r"是(?:一名|一个|一位|个|名|位)?"),
-    re.compile(r"我的(?:工作|职业)是(?:一名|一个|一位|当)?"),
-    re.compile(r"我" + _NOW + r"(?:当|做)(?:了)?(?:一名|一个|个|名)?"),
+    patterns.compile(r"我" + _NOW + r"是(?:一名|一个|一位|个|名|位)?"),
+    patterns.compile(r"我的(?:工作|职业)是(?:一名|一个|一位|当)?"),
+    patterns.compile(r"我" + _NOW + r"(?:当|做)(?:了)?(?:一名|一个|个|名)?"),
 ]
 _AFTER_OCCUPATION = ("啦", "呢", "哦", "了", "呀", "吧", "啊")
-_SCHOOL = re.compile(r"我" + _NOW + r"(?:正)?在(?P<school>[\u4e00-\u9fffA-Za-z]{2,12}?)"
-                     r"(?:读书|上学|读大学|上大学|读研究生|读研|读博士|读博|念书|读高中|上高中|读本科|读初中|上初中)")
+_SCHOOL = patterns.compile(r"我" + _NOW + r"(?:正)?在(?P<school>[\u4e00-\u9fffA-Za-z]{2,12}?)"
+                           r"(?:读书|上学|读大学|上大学|读研究生|读研|读博士|读博|念书|读高中|上高中|读本科|读初中|上初中)")
 _SCHOOL_SUFFIXES = ("大学", "学院", "学校", "中学", "小学", "高中", "初中", "大", "一中", "二中", "附中")
-_SUBJECT = re.compile(r"我(?:学的是|的专业是|主修|读的是|是学)(?P<run>" + HAN + "{2,10})")
+_SUBJECT = patterns.compile(r"我(?:学的是|的专业是|主修|读的是|是学)(?P<run>" + HAN + "{2,10})")
+_LATIN_NAME = patterns.compile(r"[A-Z][A-Za-z0-9&]++")
+_HAN_RUN = patterns.compile(HAN + "++")
+_PARTICLE = patterns.compile(r"[的了呢啊呀吧哦]")
 _SUBJECTS = frozenset("""
 计算机 计算机科学 数学 物理 化学 生物 法律 法学 医学 护理 历史 经济 金融 会计 哲学 艺术 音乐 美术 建筑 设计 英语
 日语 中文 新闻 市场营销 管理 工商管理 软件工程 电子工程 机械工程 土木工程 教育 文学 汉语言文学 统计 药学 心理学
@@ -66,7 +69,7 @@ def employer(org: str) -> bool:
     """Whether `org` reads as an employer: a known company, a Latin name, or a name ending in 公司, 医院 ..."""
     if org.startswith(_NOT_EMPLOYER_START) or is_place(org) or org.endswith(("里", "边", "附近")):
         return False
-    if re.fullmatch(r"[A-Z][A-Za-z0-9&]+", org):
+    if _LATIN_NAME.fullmatch(org):
         return True
     return org in _COMPANIES or (org.endswith(_EMPLOYER_SUFFIXES) and len(org) > 2 and
                                  not any(org == s for s in _EMPLOYER_SUFFIXES))
@@ -84,7 +87,7 @@ def occupation(sentence: str, said: Said) -> list[Hit]:
     hits = []
     for lead in _OCCUPATION_LEADS:
         for match in lead.finditer(sentence):
-            run = re.match(HAN + "+", sentence[match.end():])
+            run = _HAN_RUN.match(sentence, match.end())
             if not run:
                 continue
             for size in range(min(8, len(run.group(0))), 1, -1):
@@ -108,7 +111,7 @@ def studies(sentence: str, said: Said) -> list[Hit]:
     for match in _SUBJECT.finditer(sentence):
         run = match.group("run")
         subject = run.split("专业")[0] if "专业" in run else run
-        subject = re.split(r"[的了呢啊呀吧哦]", subject)[0]
+        subject = _PARTICLE.split(subject)[0]
         if subject in _SUBJECTS or (subject.endswith(("学", "工程")) and len(subject) >= 3
                                     and not subject.endswith(("大学", "中学", "小学", "同学"))):
             hits.append(Hit(Fact("studies", subject, f"{said.speaker}学的是{subject}"), match.start(),

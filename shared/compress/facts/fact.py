@@ -1,10 +1,11 @@
 """What a rule finds in one sentence (a `Hit`), and how an attribute's object is normalised into its key."""
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-_KEY_DROP = re.compile(r"[^\w\s-]")
+from shared.text import patterns
+
+_KEY_DROP = patterns.compile(r"[^\w\s-]")
 # Plural-looking words that are not plurals ("news", "physics"): their key keeps the final s.
 _NOT_PLURAL = frozenset("""
 news series species physics mathematics politics gymnastics athletics aerobics economics clothes glasses shellfish

@@ -1,7 +1,6 @@
 """The shapes of Chinese phrases a fact may name: places, names of people and pets, and short objects."""
-import re
-
 from shared.compress.facts.vocabulary import ZH_PLACE_SUFFIXES, ZH_PLACES
+from shared.text import patterns
 
 HAN = r"[\u4e00-\u9fff]"
 # What may follow a place without making it part of a longer name ("杭州已经三年了", "北京工作").
@@ -11,9 +10,14 @@ _NOT_PLACE_START = tuple("一这那个新小大老我你他她家某哪")
 _NOT_PLACES = frozenset({"外国", "本国", "全国", "各国", "城里", "乡下", "国外", "市里", "郊区", "小镇", "小区",
                          "老家"})
 # Characters a name never holds but the words after 叫 often do ("我妈妈叫我回家", "我老婆叫外卖了").
-_NOT_IN_NAME = re.compile(r"[我你他她它们了的吗呢吧啊呀去来回做吃买帮给让过着人车饭别不要把被点快早起醒么这那什]")
-_OBJECT_CUT = re.compile(r"[，。！？!?,.;；:：、\s（(…~～]|因为|但是|但|所以|可是|不过|而且|还有|和|跟|的时候|"
+_NOT_IN_NAME = patterns.compile(r"[我你他她它们了的吗呢吧啊呀去来回做吃买帮给让过着人车饭别不要把被点快早起醒么这那什]")
+_OBJECT_CUT = patterns.compile(r"[，。！？!?,.;；:：、\s（(…~～]|因为|但是|但|所以|可是|不过|而且|还有|和|跟|的时候|"
                          r"[了呢吗吧啊呀哦啦]")
+_LATIN_NAME = patterns.compile(r"[A-Z][a-z]++")
+_HAN_RUN = patterns.compile(HAN + "++")
+_PARTICLE_TAIL = patterns.compile(r"[呢哦啦呀啊吧]+$")
+_PERSON = patterns.compile(r"[你他她它我]")
+_HAN_OR_LATIN = patterns.compile(HAN + "|[A-Za-z]")
 _NOT_OBJECT_START = (*"你他她它我这那上的着过死一", "什么", "大家", "别人", "人家", "自己")
 
 
@@ -35,13 +39,13 @@ def is_place(text: str) -> bool:
 
 def name(run: str, *, min_chars: int = 2, max_chars: int = 3) -> str | None:
     """A person's or pet's name: the whole Han run (less a trailing particle), or a capitalised Latin word."""
-    latin = re.match(r"[A-Z][a-z]+", run)
+    latin = _LATIN_NAME.match(run)
     if latin:
         return latin.group(0)
-    han = re.match(HAN + "+", run)
+    han = _HAN_RUN.match(run)
     if not han:
         return None
-    text = re.sub(r"[呢哦啦呀啊吧]+$", "", han.group(0))
+    text = _PARTICLE_TAIL.sub("", han.group(0))
     if not min_chars <= len(text) <= max_chars or _NOT_IN_NAME.search(text):
         return None
     return text
@@ -56,6 +60,6 @@ def object_phrase(text: str, max_chars: int = 8) -> str | None:
         return None  # "中国的文化": a modified noun, too easily cut in the wrong place
     if not obj or len(obj) > max_chars or obj.startswith(_NOT_OBJECT_START):
         return None
-    if re.search(r"[你他她它我]", obj) or not re.search(HAN + "|[A-Za-z]", obj):
+    if _PERSON.search(obj) or not _HAN_OR_LATIN.search(obj):
         return None
     return obj

@@ -1,5 +1,4 @@
 """English rules for where the speaker lives and comes from, where and as what they work, and what they study."""
-import re
 from collections.abc import Iterator
 
 from shared.compress.facts.fact import Fact, Hit, Said
@@ -11,39 +10,44 @@ from shared.compress.facts.vocabulary import (
     STUDENT_OCCUPATIONS,
     SUBJECTS,
 )
+from shared.text import patterns
 
 ME = r"\b[Ii]"  # the speaker as subject; chat often writes a lower-case "i"
-ADV = r"(?:(?:just|recently|finally|now|actually|currently|also|already|officially|still) )*"
-_PLACE = r"(?P<the>the\s+)?(?P<place>" + CAP_RUN + ")"
-_ORG = r"(?P<the>the\s+)?(?P<org>" + CAP_RUN + ")"
+# Adverbs before the verb ("I've just recently moved to"): a few at most, so a rule reads a bounded stretch.
+ADV = r"(?:(?:just|recently|finally|now|actually|currently|also|already|officially|still) ){0,8}"
+# Spaces before a name are taken whole (possessive: a name never starts with one).
+_PLACE = r"(?P<the>the\s++)?(?P<place>" + CAP_RUN + ")"
+_ORG = r"(?P<the>the\s++)?(?P<org>" + CAP_RUN + ")"
 _LIVES = [
-    re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:live in|moved (?:back )?to|relocated to)\s+" + _PLACE),
-    re.compile(ME + r"(?:'m| am) " + ADV + r"living in\s+" + _PLACE),
-    re.compile(ME + r"(?:'ve| have) been living in\s+" + _PLACE),
-    re.compile(r"\b[Ww]e(?:'ve| have)? " + ADV + r"(?:live in|moved (?:back )?to|relocated to)\s+" + _PLACE),
+    patterns.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:live in|moved (?:back )?to|relocated to)\s++" + _PLACE),
+    patterns.compile(ME + r"(?:'m| am) " + ADV + r"living in\s++" + _PLACE),
+    patterns.compile(ME + r"(?:'ve| have) been living in\s++" + _PLACE),
+    patterns.compile(r"\b[Ww]e(?:'ve| have)? " + ADV + r"(?:live in|moved (?:back )?to|relocated to)\s++" + _PLACE),
 ]
 _FROM = [
-    re.compile(ME + r"(?:'m| am) (?:originally |actually |also )*from\s+" + _PLACE),
-    re.compile(ME + r" (?:originally )?(?:come from|grew up in|was born(?: and raised)? in|was raised in)\s+" + _PLACE),
-    re.compile(r"\b[Mm]y (?:home country|hometown|home town|homeland)(?:,| is| of)?\s+" + _PLACE),
+    patterns.compile(ME + r"(?:'m| am) (?:originally |actually |also ){0,8}from\s++" + _PLACE),
+    patterns.compile(ME + r" (?:originally )?(?:come from|grew up in|was born(?: and raised)? in|was raised in)\s++"
+                     + _PLACE),
+    patterns.compile(r"\b[Mm]y (?:home country|hometown|home town|homeland)(?:,| is| of)?\s++" + _PLACE),
 ]
 _WORKS = [
-    re.compile(ME + r"(?: " + ADV + r"work|(?:'m| am) " + ADV + r"working|(?:'ve| have) been working) (?:at|for)\s+"
-               + _ORG),
-    re.compile(ME + r" " + ADV + r"(?:started|began) (?:(?:a |my )?(?:new )?(?:job|position|role|internship) )?at\s+"
-               + _ORG),
-    re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:got|gotten|landed|took|accepted|started) (?:a |an |the |my )?"
-               r"(?:new )?(?:full-time |part-time )?(?:job|position|role|internship) (?:at|with)\s+" + _ORG),
-    re.compile(ME + r" " + ADV + r"joined\s+" + _ORG + r" as an? "),
+    patterns.compile(ME + r"(?: " + ADV + r"work|(?:'m| am) " + ADV + r"working|(?:'ve| have) been working) "
+                     r"(?:at|for)\s++" + _ORG),
+    patterns.compile(ME + r" " + ADV + r"(?:started|began) (?:(?:a |my )?(?:new )?(?:job|position|role|internship) )?"
+                     r"at\s++" + _ORG),
+    patterns.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:got|gotten|landed|took|accepted|started) "
+                     r"(?:a |an |the |my )?(?:new )?(?:full-time |part-time )?(?:job|position|role|internship) "
+                     r"(?:at|with)\s++" + _ORG),
+    patterns.compile(ME + r" " + ADV + r"joined\s++" + _ORG + r" as an? "),
 ]
 _NOT_EMPLOYERS = frozenset({"Home", "Work", "School", "Night", "Church"})
 _OCCUPATION_LEADS = [
-    re.compile(ME + r"(?:'m| am) " + ADV + r"an? "),
-    re.compile(ME + r"(?: " + ADV + r"work|(?:'m| am) " + ADV + r"working) as an? "),
-    re.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:became|become) an? "),
-    re.compile(ME + r"(?:'ve| have) been an? "),
-    re.compile(r"\b[Mm]y (?:job|profession|occupation) is (?:being )?an? "),
-    re.compile(ME + r" " + ADV + r"joined\s+" + CAP_RUN + r" as an? "),
+    patterns.compile(ME + r"(?:'m| am) " + ADV + r"an? "),
+    patterns.compile(ME + r"(?: " + ADV + r"work|(?:'m| am) " + ADV + r"working) as an? "),
+    patterns.compile(ME + r"(?:'ve| have)? " + ADV + r"(?:became|become) an? "),
+    patterns.compile(ME + r"(?:'ve| have) been an? "),
+    patterns.compile(r"\b[Mm]y (?:job|profession|occupation) is (?:being )?an? "),
+    patterns.compile(ME + r" " + ADV + r"joined\s++" + CAP_RUN + r" as an? "),
 ]
 # What may follow an occupation without turning it into something else ("a teacher's aide", "a student of life").
 _AFTER_OCCUPATION = frozenset("""
@@ -51,18 +55,19 @@ at in for and with by who from since now too so but because here there myself cu
 working helping today as or
 """.split())  # noqa: SIM905
 _STUDY_LEADS = [
-    re.compile(ME + r"(?:'m| am) " + ADV + r"(?:studying|majoring in) "),
-    re.compile(ME + r" " + ADV + r"(?:study|major in) "),
+    patterns.compile(ME + r"(?:'m| am) " + ADV + r"(?:studying|majoring in) "),
+    patterns.compile(ME + r" " + ADV + r"(?:study|major in) "),
 ]
-_MAJOR = re.compile(ME + r"(?:'m| am) an? (?P<subject>[a-z]+(?: [a-z]+)?) major\b")
-_AT_SCHOOL = re.compile(r"\s+at\s+(?P<org>" + CAP_RUN + ")")
+_MAJOR = patterns.compile(ME + r"(?:'m| am) an? (?P<subject>[a-z]++(?: [a-z]++)?) major\b")
+_AT_SCHOOL = patterns.compile(r"\s+at\s+(?P<org>" + CAP_RUN + ")")
 _AFTER_SUBJECT = frozenset({"at", "in", "and", "for", "because", "now", "this", "next", "right", "since", "these",
                             "with", "so", "but"})
-_TOKEN = re.compile(rf"[{LETTER}][{LETTER}'-]*|\S")
+_TOKEN = patterns.compile(rf"[{LETTER}][{LETTER}'-]*+|\S")
+_NOT_REALLY = patterns.compile(r"\s*(?:at heart|in spirit|wannabe)")
 
 
-def _place_hits(patterns: list[re.Pattern[str]], sentence: str) -> Iterator[tuple[re.Match[str], str, str]]:
-    for pattern in patterns:
+def _place_hits(found: list[patterns.Pattern], sentence: str) -> Iterator[tuple[patterns.Match, str, str]]:
+    for pattern in found:
         for match in pattern.finditer(sentence):
             place = clean_name(match.group("place"))
             if place:
@@ -111,7 +116,7 @@ def _occupation(rest: str) -> tuple[str, int] | None:
             after = words[i + size] if len(words) > i + size else ""
             if after and after[0].isalpha() and after not in _AFTER_OCCUPATION:
                 return None
-            if re.match(r"\s*(?:at heart|in spirit|wannabe)", rest[tokens[i + size - 1].end():]):
+            if _NOT_REALLY.match(rest, tokens[i + size - 1].end()):
                 return None
             return " ".join(words[:i + size]), tokens[i + size - 1].end()
     return None

@@ -1,35 +1,35 @@
 """English rules for the speaker's household: pets, partner and family members, each with a name."""
-import re
-
 from shared.compress.facts.fact import Fact, Hit, Said
 from shared.compress.facts.life import ADV, ME
 from shared.compress.facts.phrases import PERSON_NAME, clean_name
 from shared.compress.facts.vocabulary import NOT_NAMES, SPECIES
+from shared.text import patterns
 
-_PET_WORDS = "|".join(sorted(map(re.escape, SPECIES), key=len, reverse=True))
+_PET_WORDS = "|".join(sorted(map(patterns.escape, SPECIES), key=len, reverse=True))
 _PET_ADJ = (r"(?:(?:new|little|sweet|cute|rescue|baby|young|big|small|adorable|tiny|beautiful|fluffy|black|white|"
-            r"brown|orange|gr[ae]y) )*")
+            r"brown|orange|gr[ae]y) ){0,8}")
 _NAME = r"(?P<name>" + PERSON_NAME + ")"
 # Words that may follow "I have a dog" when the dog is the pet itself, not "a dog walker" or "a dog bed".
-_PET_END = (r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:and|who|that|too|now|at|named|called|as well|last|yesterday|today|this|"
+_PET_END = (r"(?=\s*+(?:$|[.,!;:)]|[-–—]|(?:and|who|that|too|now|at|named|called|as well|last|yesterday|today|this|"
             r"recently|from|earlier|on|in|for|since|a few|two|three|over)\b))")
-_HAVE_PET = re.compile(
+_HAVE_PET = patterns.compile(
     r"\b(?:[Ii]|[Ww]e)(?:'ve| have)? " + ADV + r"(?:have|got|adopted|rescued|bought|have got) (?:a|an|another) "
     + _PET_ADJ + r"(?P<species>" + _PET_WORDS + r")(?: (?:named|called) " + _NAME + ")?" + _PET_END)
-_MY_PET = re.compile(
+_MY_PET = patterns.compile(
     r"\b(?:[Mm]y|[Oo]ur) " + _PET_ADJ + r"(?P<species>" + _PET_WORDS + r")(?:'s name is| is (?:named|called)|)\s"
     + _NAME)
-_PARTNER = re.compile(
+_PARTNER = patterns.compile(
     r"\b[Mm]y (?P<rel>wife|husband|girlfriend|boyfriend|partner|fianc[ée]e?|spouse)(?:'s name is| is (?:named|called))?"
     r" " + _NAME)
-_COUPLE = re.compile(ME + r"(?:'m| am| got) " + ADV + r"(?:happily )?(?P<rel>married|engaged|dating)(?: to)? " + _NAME)
-_FAMILY = re.compile(
+_COUPLE = patterns.compile(ME + r"(?:'m| am| got) " + ADV + r"(?:happily )?(?P<rel>married|engaged|dating)(?: to)? "
+                           + _NAME)
+_FAMILY = patterns.compile(
     r"\b[Mm]y (?:(?:little|older|younger|big|baby|twin|eldest|oldest|youngest|elder|kid) )?"
     r"(?P<rel>sister|brother|son|daughter|mom|mum|mother|dad|father)(?:'s name is| is (?:named|called))? " + _NAME)
 _RELATIONS = {"mom": "mother", "mum": "mother", "dad": "father"}
 
 
-def _name(match: re.Match[str]) -> str | None:
+def _name(match: patterns.Match) -> str | None:
     raw = match.group("name")
     name = clean_name(raw) if raw else None
     return name if name and name.split()[0] not in NOT_NAMES else None

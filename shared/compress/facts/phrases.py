@@ -1,7 +1,6 @@
 """The shapes of English phrases a fact may name: proper names (places, employers, people) and short objects."""
-import re
-
 from shared.compress.facts.vocabulary import ACTIVITIES, NOT_NAMES
+from shared.text import patterns
 
 # Latin letters with their accents and the letters of Central European names ("Wrocław", "Inés", "Łódź"), not
 # only ASCII: a name cut at its first accent ("Wroc") is a wrong fact.
@@ -9,11 +8,18 @@ LETTER = "A-Za-zÀ-ÖØ-öø-ɏ"
 _EXTENDED = [chr(c) for c in range(0x100, 0x250)]  # Latin Extended-A and -B mix cases letter by letter
 _UPPER = "A-ZÀ-ÖØ-Þ" + "".join(c for c in _EXTENDED if c.isupper())
 _LOWER = "a-zß-öø-ÿ" + "".join(c for c in _EXTENDED if c.islower())
-_WORD = rf"[{_UPPER}][{LETTER}&'-]*[{LETTER}]"
+# A word is at most MAX_WORD characters and a name at most MAX_NAME_WORDS words, so that a rule reads a bounded
+# stretch of a sentence (the longest place names are some 60 letters; a longer word is no name here).
+MAX_WORD = 64
+MAX_NAME_WORDS = 12
+_WORD = rf"[{_UPPER}][{LETTER}&'-]{{0,{MAX_WORD - 2}}}[{LETTER}]"
 CAP_WORD = r"(?:St\.|Mt\.|Ft\.|" + _WORD + r")"
-# A run of capitalised words, with the lower-case particles place names carry ("Rio de Janeiro").
-CAP_RUN = CAP_WORD + r"(?:\s+(?:(?:of|de|da|do|del|la|le|von|van|upon)\s+)?" + CAP_WORD + r")*"
-PERSON_NAME = rf"[{_UPPER}][{_LOWER}]+(?:-[{_UPPER}][{_LOWER}]+)?(?:\s+[{_UPPER}][{_LOWER}]+)?"
+# A run of capitalised words, with the lower-case particles place names carry ("Rio de Janeiro"). Nothing in it may
+# start with a space, so the spaces are taken whole (possessive): there is no other way to read them.
+CAP_RUN = CAP_WORD + r"(?:\s++(?:(?:of|de|da|do|del|la|le|von|van|upon)\s++)?" + CAP_WORD + \
+    rf"){{0,{MAX_NAME_WORDS - 1}}}"
+PERSON_NAME = (rf"[{_UPPER}][{_LOWER}]{{1,{MAX_WORD}}}(?:-[{_UPPER}][{_LOWER}]{{1,{MAX_WORD}}})?"
+               rf"(?:\s++[{_UPPER}][{_LOWER}]{{1,{MAX_WORD}}})?")
 
 PRONOUNS = frozenset("""
 i me my mine myself you your yours yourself he him his she her hers we us our ours they them their theirs it its
@@ -36,8 +42,9 @@ yesterday these this last next every each all more most even already right here 
 _PREPOSITIONS = frozenset("""
 in at on for from during after before around near by over under through into without
 """.split())  # noqa: SIM905
-_PUNCT = re.compile(r"\s+[-–—]\s+|[,.;:!?()\"“”…]|\s[-–—]|[-–—]\s")
-_SPACE = re.compile(r"\s+")
+_PUNCT = patterns.compile(r"\s+[-–—]\s+|[,.;:!?()\"“”…]|\s[-–—]|[-–—]\s")
+_SPACE = patterns.compile(r"\s++")
+_PLAIN_WORD = patterns.compile(rf"[{LETTER}][{LETTER}'&-]*+")
 
 
 def clean_name(run: str) -> str | None:
@@ -80,7 +87,7 @@ def object_phrase(text: str, max_words: int = 5) -> str | None:
         return None  # a comma inside a noun phrase ("creating a safe, inviting place") cut it short
     if lowers[0] in NOT_OBJECT_START or any(w in PRONOUNS for w in lowers) or words[0] in NOT_NAMES:
         return None
-    if not all(re.fullmatch(rf"[{LETTER}][{LETTER}'&-]*", w) for w in words):
+    if not all(_PLAIN_WORD.fullmatch(w) for w in words):
         return None  # numbers, emoji, quotes: not a plain noun phrase
     if any(w.endswith("'s") for w in lowers):
         return None  # someone else's thing ("Caroline's idea") is a remark about it, not a taste

@@ -1,5 +1,4 @@
 """A fact becomes a memory draft: its statement dated, who and what it names, and how much it matters."""
-import re
 from datetime import datetime
 
 from engram_client.contract import Turn
@@ -7,18 +6,18 @@ from shared.compress.extract import STOPWORDS
 from shared.compress.facts.fact import Fact
 from shared.compress.facts.phrases import LETTER
 from shared.compress.model import Draft, Slot
-from shared.text import scripts
+from shared.text import patterns, scripts
 
 # Facts that stay true for years and answer many questions rank above tastes and plans.
 _IMPORTANCE = {"allergy": 0.8, "diet": 0.8, "birthday": 0.8, "partner": 0.8, "family": 0.8, "lives_in": 0.8,
                "works_at": 0.8, "occupation": 0.8, "preference": 0.7, "favourite": 0.7, "pet": 0.7, "studies": 0.7,
                "from": 0.7, "plan": 0.75}
 _VALUE_IS_A_VERDICT = frozenset({"preference", "allergy"})  # "likes", "allergic": what they name is in the key
-_WORD = re.compile(rf"[{LETTER}0-9][{LETTER}0-9'-]*|[\u4e00-\u9fff]+")
+_WORD = patterns.compile(rf"[{LETTER}0-9][{LETTER}0-9'-]*+|[\u4e00-\u9fff]++")
 MAX_KEYWORDS = 8
 
 
-_STATED = re.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
+_STATED = patterns.compile(r"\s*[（(][^()（）]*(?:stated|所述)[^()（）]*[)）]\s*$")
 
 
 def without_stated(statement: str) -> str:

@@ -1,5 +1,4 @@
 """English rules for what the speaker likes and dislikes, is allergic to, eats, and when their birthday is."""
-import re
 from datetime import datetime
 
 from shared.compress import dates
@@ -7,70 +6,75 @@ from shared.compress.facts.fact import Fact, Hit, Said, object_key
 from shared.compress.facts.life import ADV, ME
 from shared.compress.facts.phrases import CAP_RUN, NOT_OBJECT_START, clean_name, object_phrase
 from shared.compress.facts.vocabulary import ACTIVITIES, SUBJECTS
+from shared.text import patterns
 
-_DEGREE = r"(?:(?:really|absolutely|totally|just|truly|also|still|genuinely|honestly|seriously|do|especially) )*"
+# Adverbs of degree, a few at most ("I really really love"), so a rule reads a bounded stretch.
+_DEGREE = r"(?:(?:really|absolutely|totally|just|truly|also|still|genuinely|honestly|seriously|do|especially) ){0,8}"
 _LIKES = [
-    re.compile(ME + r" " + _DEGREE + r"(?:love|enjoy|adore|like) "),
-    re.compile(ME + r"(?:'m| am) (?:(?:really|so|super|totally|very|big|also|quite|still) )*into "),
-    re.compile(ME + r"(?:'m| am) (?:(?:also|really|such) )*(?:a |such a )?(?:(?:big|huge|great|massive|major) )?"
-               r"fan of "),
-    re.compile(ME + r"(?:'ve| have) always (?:had a love for|loved|enjoyed) "),
-    re.compile(ME + r"(?:'ve| have) (?:always )?been (?:(?:really|so|super) )?into "),
-    re.compile(ME + r"(?:'m| am) (?:(?:really|so|super|very|also|truly|deeply) )*passionate about "),
+    patterns.compile(ME + r" " + _DEGREE + r"(?:love|enjoy|adore|like) "),
+    patterns.compile(ME + r"(?:'m| am) (?:(?:really|so|super|totally|very|big|also|quite|still) ){0,8}into "),
+    patterns.compile(ME + r"(?:'m| am) (?:(?:also|really|such) ){0,8}(?:a |such a )?"
+                     r"(?:(?:big|huge|great|massive|major) )?fan of "),
+    patterns.compile(ME + r"(?:'ve| have) always (?:had a love for|loved|enjoyed) "),
+    patterns.compile(ME + r"(?:'ve| have) (?:always )?been (?:(?:really|so|super) )?into "),
+    patterns.compile(ME + r"(?:'m| am) (?:(?:really|so|super|very|also|truly|deeply) ){0,8}passionate about "),
 ]
 _COMMON_PASSIONS = frozenset({"dance", "fashion", "travel", "music", "art", "sports", "nature", "food", "books"})
 # "Dance is my passion": the object comes first and must be the whole subject.
-_IS_MY = re.compile(r"^(?P<obj>[A-Za-z][A-Za-z' -]{1,40}?) (?:is|are) (?:really |truly )?my (?:(?:true|biggest|big|"
-                    r"real) )?(?:passion|favou?rite (?:hobby|thing to do|pastime))\b")
+_IS_MY = patterns.compile(r"^(?P<obj>[A-Za-z][A-Za-z' -]{1,40}?) (?:is|are) (?:really |truly )?my "
+                          r"(?:(?:true|biggest|big|real) )?(?:passion|favou?rite (?:hobby|thing to do|pastime))\b")
 _DISLIKES = [
-    re.compile(ME + r" (?:(?:really|absolutely|just|totally|also|still|honestly) )*(?:hate|dislike|detest|"
-               r"can't stand|cannot stand) "),
-    re.compile(ME + r" (?:don't|do not|no longer) (?:(?:really|much|particularly|even) )?(?:like|enjoy) "),
-    re.compile(ME + r"(?:'m| am) (?:not|no longer) (?:a )?(?:(?:big|huge|great) )?fan of "),
-    re.compile(ME + r"(?:'m| am) (?:not|no longer) (?:really )?into "),
+    patterns.compile(ME + r" (?:(?:really|absolutely|just|totally|also|still|honestly) ){0,8}(?:hate|dislike|detest|"
+                     r"can't stand|cannot stand) "),
+    patterns.compile(ME + r" (?:don't|do not|no longer) (?:(?:really|much|particularly|even) )?(?:like|enjoy) "),
+    patterns.compile(ME + r"(?:'m| am) (?:not|no longer) (?:a )?(?:(?:big|huge|great) )?fan of "),
+    patterns.compile(ME + r"(?:'m| am) (?:not|no longer) (?:really )?into "),
 ]
 _FAVOURITE_WHAT = (r"(?P<what>food|dish|meal|sport|colou?r|band|singer|artist|movie|film|show|book|novel|author|genre|"
                    r"season|animal|game|board game|hobby|drink|fruit|dessert|cuisine|city|country|holiday|song|"
                    r"musician|team|flower|snack|restaurant|writer|painter|activity|instrument|music|composer)")
-_FAVOURITE_OF = r"(?:(?:absolute|all-time|new|current) )*favou?rite "
+_FAVOURITE_OF = r"(?:(?:absolute|all-time|new|current) ){0,8}favou?rite "
 # "My favourite band is X", "my new favourite band of all time is X".
-_FAVOURITE = re.compile(r"\b[Mm]y " + _FAVOURITE_OF + _FAVOURITE_WHAT
-                        + r"(?: (?:of all time|ever|in the (?:whole )?world|by (?:far|miles)))? (?:is|has to be) "
-                        r"(?:(?:now|still|definitely|officially) )*")
+_FAVOURITE = patterns.compile(r"\b[Mm]y " + _FAVOURITE_OF + _FAVOURITE_WHAT
+                              + r"(?: (?:of all time|ever|in the (?:whole )?world|by (?:far|miles)))? (?:is|has to be) "
+                              r"(?:(?:now|still|definitely|officially) ){0,8}")
 # "X is my favourite band (now)": the favourite first, the whole subject of the sentence: a name (every word
 # capitalised, not a word that opens a clause: "Once Wet Leg is...", "Nothing is...") or a lower-case noun phrase.
-_FAVOURITE_FIRST = re.compile(r"^(?P<obj>[^\W\d_][\w'.&-]*(?: [\w'.&-]+){0,2}?) (?:is|are) "
-                              r"(?:(?:still|now|officially|definitely|easily|honestly|also) )*my " + _FAVOURITE_OF
-                              + _FAVOURITE_WHAT + r"(?![\w'’])(?! (?:no more|any ?more)\b)")
-_HEDGE = re.compile(r"(?:probably|maybe|perhaps|possibly|not|no longer|never)\b", re.IGNORECASE)
+# Anchored: one attempt. A word's characters are taken whole (possessive), as a space always comes next.
+_FAVOURITE_FIRST = patterns.compile(r"^(?P<obj>[^\W\d_][\w'.&-]*+(?: [\w'.&-]++){0,2}?) (?:is|are) "
+                                    r"(?:(?:still|now|officially|definitely|easily|honestly|also) ){0,8}my "
+                                    + _FAVOURITE_OF + _FAVOURITE_WHAT + r"(?![\w'’])(?! (?:no more|any ?more)\b)")
+_HEDGE = patterns.compile(r"(?:probably|maybe|perhaps|possibly|not|no longer|never)\b", patterns.IGNORECASE)
 _NOT_A_FAVOURITE = NOT_OBJECT_START | frozenset("""
 if unless whether maybe perhaps because since though although once pretend imagine say guess none
 hypothetically apparently supposedly assuming suppose surely
 """.split())  # noqa: SIM905
-_FAVOURITE_NAME = re.compile(r"(?:The )?" + CAP_RUN)
+_FAVOURITE_NAME = patterns.compile(r"(?:The )?" + CAP_RUN)
 # One slot per kind of favourite, however it is spelled.
 _FAVOURITE_KINDS = {"color": "colour", "film": "movie", "novel": "book", "writer": "author"}
-_ALLERGIC = re.compile(
+_ALLERGIC = patterns.compile(
     ME + r"(?:'m| am) (?P<neg>not |no longer )?(?:(?:also|very|really|so|super|severely|deathly|highly|extremely|"
-    r"mildly|slightly|seriously|badly) )*allergic to ")
-_ALLERGY = re.compile(
+    r"mildly|slightly|seriously|badly) ){0,8}allergic to ")
+_ALLERGY = patterns.compile(
     ME + r"(?:'ve| have)(?: got)? (?:a |an )?(?:(?:severe|bad|mild|serious|slight|terrible|life-threatening) )?"
-    r"(?P<obj>[a-z]+(?: [a-z]+)?) allergy\b")
+    r"(?P<obj>[a-z]++(?: [a-z]++)?) allergy\b")
 _NOT_ALLERGENS = frozenset({"food", "seasonal", "skin", "weird", "little", "strange", "rare", "new", "terrible"})
-_LIST_SPLIT = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
-_CLAUSE_END = re.compile(r"[.;:!?()\"“”…]|\s[-–—]\s")
+_LIST_SPLIT = patterns.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+")
+_CLAUSE_END = patterns.compile(r"[.;:!?()\"“”…]|\s[-–—]\s")
 _DIET_WORDS = (r"(?P<diet>vegetarian|vegan|pescatarian|pescetarian|gluten-free|gluten free|keto|halal|kosher|"
                r"plant-based)")
-_DIET_END = (r"(?=\s*(?:$|[.,!;:)]|[-–—]|(?:and|but|so|since|for|now|too|because|these|myself|lately|already|"
+_DIET_END = (r"(?=\s*+(?:$|[.,!;:)]|[-–—]|(?:and|but|so|since|for|now|too|because|these|myself|lately|already|"
              r"again|nowadays|last|this|in|a|about|over|recently|years|ever|after|at|when|btw|lol|haha|though)\b))")
 _DIETS = [
-    re.compile(ME + r"(?:'m| am) " + ADV + r"(?:(?:strictly|fully|completely) )?(?:a )?" + _DIET_WORDS + _DIET_END),
-    re.compile(ME + r"(?:'ve| have) " + ADV + r"(?:gone|been|become) " + _DIET_WORDS + _DIET_END),
-    re.compile(ME + r" " + ADV + r"(?:went|became|turned|eat|keep) " + _DIET_WORDS + _DIET_END),
-    re.compile(ME + r"(?:'m| am|'ve| have)? " + ADV + r"(?:on|following|doing|eat|follow|switched to|went on|started|"
-               r"gone on|been on) (?:a|the) " + _DIET_WORDS + r" diet\b"),
+    patterns.compile(ME + r"(?:'m| am) " + ADV + r"(?:(?:strictly|fully|completely) )?(?:a )?" + _DIET_WORDS
+                     + _DIET_END),
+    patterns.compile(ME + r"(?:'ve| have) " + ADV + r"(?:gone|been|become) " + _DIET_WORDS + _DIET_END),
+    patterns.compile(ME + r" " + ADV + r"(?:went|became|turned|eat|keep) " + _DIET_WORDS + _DIET_END),
+    patterns.compile(ME + r"(?:'m| am|'ve| have)? " + ADV + r"(?:on|following|doing|eat|follow|switched to|went on|"
+                     r"started|gone on|been on) (?:a|the) " + _DIET_WORDS + r" diet\b"),
 ]
-_NO_MEAT = re.compile(ME + r" (?:don't|do not|no longer|stopped|quit|gave up) (?:eat|eating) (?:any )?meat" + _DIET_END)
+_NO_MEAT = patterns.compile(ME + r" (?:don't|do not|no longer|stopped|quit|gave up) (?:eat|eating) (?:any )?meat"
+                            + _DIET_END)
 _DIET_VALUES = {"pescetarian": "pescatarian", "gluten free": "gluten-free", "plant-based": "vegan"}
 _DIET_STATEMENTS = {"gluten-free": "eats gluten-free", "keto": "follows a keto diet", "halal": "eats halal",
                     "kosher": "keeps kosher"}
@@ -79,10 +83,11 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 MONTH = r"(?:" + "|".join(MONTHS) + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)"
 DATE = (r"(?:(?P<m1>" + MONTH + r")\.? (?P<d1>\d{1,2})(?:st|nd|rd|th)?|(?:the )?(?P<d2>\d{1,2})(?:st|nd|rd|th)? "
         r"(?:of )?(?P<m2>" + MONTH + r"))(?:,? (?P<y>(?:19|20)\d\d))?\b")
-_BIRTHDAY = re.compile(r"\b[Mm]y birthday(?: is| was|'s| falls)?(?: on)? " + DATE)
-_BORN = re.compile(ME + r" was born on " + DATE)
-_BIRTHDAY_RELATIVE = re.compile(r"\b[Mm]y birthday(?: is|'s| was) (?:on )?|\b(?:[Tt]oday|[Tt]omorrow|[Yy]esterday) "
-                                r"(?:is|was) my birthday\b|\b[Ii]t's my birthday ")
+_BIRTHDAY = patterns.compile(r"\b[Mm]y birthday(?: is| was|'s| falls)?(?: on)? " + DATE)
+_BORN = patterns.compile(ME + r" was born on " + DATE)
+_BIRTHDAY_RELATIVE = patterns.compile(r"\b[Mm]y birthday(?: is|'s| was) (?:on )?|"
+                                      r"\b(?:[Tt]oday|[Tt]omorrow|[Yy]esterday) (?:is|was) my birthday\b|"
+                                      r"\b[Ii]t's my birthday ")
 
 
 def _preference(said: Said, obj: str, likes: bool, start: int, end: int, statement: str | None = None) -> Hit:
@@ -105,8 +110,8 @@ def preferences(sentence: str, said: Said) -> list[Hit]:
     favourites ("my favourite band is Khruangbin"), keyed by their kind: a person has one favourite band at a time,
     so a new one replaces the old one, while liking one thing never replaces liking another."""
     hits = []
-    for patterns, likes in ((_LIKES, True), (_DISLIKES, False)):
-        for pattern in patterns:
+    for leads, likes in ((_LIKES, True), (_DISLIKES, False)):
+        for pattern in leads:
             for match in pattern.finditer(sentence):
                 obj = object_phrase(sentence[match.end():])
                 if obj:
@@ -199,7 +204,7 @@ def _month(name: str) -> int:
     return next(i for i, m in enumerate(MONTHS, 1) if m.lower().startswith(name.lower()[:3]))
 
 
-def explicit_date(match: re.Match[str]) -> tuple[int, int, int | None] | None:
+def explicit_date(match: patterns.Match) -> tuple[int, int, int | None] | None:
     """(day, month, year or None) of a `DATE` match, or None when no such day exists ("31 February")."""
     day = int(match.group("d1") or match.group("d2"))
     month = _month(match.group("m1") or match.group("m2"))
