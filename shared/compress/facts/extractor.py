@@ -10,6 +10,10 @@ from shared.text import language
 
 READERS: dict[str, Reader] = {"en": english.READER, "zh": chinese.READER}
 SPEAKING_ROLES = frozenset({"user", "other"})  # an assistant's or system's words are not facts about a person
+# A sentence said in chat runs to a few hundred characters (the longest of LoCoMo and the update stories, 420); a
+# longer one is pasted text, not a statement, and the rules read nothing from it. So what a rule reads around each
+# match (the words before and after it) is bounded, and a turn costs time linear in its length.
+MAX_SENTENCE_CHARS = 1_000
 
 
 def facts_in_turn(turn: Turn, lang: str) -> list[Draft]:
@@ -25,7 +29,7 @@ def facts_in_turn(turn: Turn, lang: str) -> list[Draft]:
     said = Said(speaker=turn.speaker, ts=turn.ts)
     found: dict[str, tuple[tuple[int, int], Draft]] = {}
     for index, sentence in enumerate(reader.sentences(turn.text)):
-        if reader.is_question(sentence):
+        if len(sentence) > MAX_SENTENCE_CHARS or reader.is_question(sentence):
             continue
         for rule in reader.rules:
             for hit in rule(sentence, said):
