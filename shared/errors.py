@@ -40,3 +40,11 @@ class LlmInvalid(EngramError):
     """The chat model's answer did not validate, even after a repair round."""
 
     reason = "invalid"
+
+
+class SetAside(EngramError):
+    """A message or window whose handling the process did not survive (it died or hung) too often, set aside
+    (dead-lettered). No client's fault: `internal`, with a message that says so and names no user text."""
+
+    code = "internal"
+    explained = True

@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     window_turns: int = Field(default=4, ge=1, le=64)
     idle_timeout_s: float = Field(default=300.0, gt=0)
     context_turn_chars: int = Field(default=160, ge=0, le=2000)  # previous turn quoted into a window's entry
+    # The offline text work of a window (dating, extraction, fact rules) runs in this many worker processes, and one
+    # window's may take this long: past it the worker is stopped and the window stored as plain dated lines.
+    text_workers: int = Field(default=2, ge=1, le=64)
+    window_text_budget_s: float = Field(default=10.0, gt=0)
 
     # Recall
     prefetch_limit: int = Field(default=40, ge=1, le=1000)

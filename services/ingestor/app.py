@@ -73,7 +73,8 @@ def build(settings: Settings, deps: IngestorDeps) -> Ingestor:
         return await streams.ensure_tenant(deps.js, prefix, tenant, limits(tenant), settings.turn_retention_s,
                                            deps.replicas)
 
-    settler = deadletter.Settler("ingestor", prefix, settings.max_deliver, deps.js, deps.name)
+    settler = deadletter.Settler("ingestor", prefix, settings.max_deliver, deps.js, deps.name,
+                                 attempts=deps.working_memory.attempts)
     consumers = TurnsConsumers(deps.js, deps.nc, prefix, settler, on_message, batch=settings.fetch_batch,
                                ack_wait_s=settings.ack_wait_s,
                                slots=lambda tenant: deps.tenants.of(tenant).max_unacked_turns, pace=pace,

@@ -11,6 +11,7 @@ from nats.js import JetStreamContext
 
 from engram_client import connection
 from shared.compress.choose import compression
+from shared.compress.workers import TextWorkers
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder, open_embedder
 from shared.ingest.writer import Writer
 from shared.llm import LlmClient
@@ -54,6 +55,7 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
     """Open what an ingestor uses and close it on exit (the store belongs to the caller)."""
     nc = await connection.connect(nats_url, name, security=nats_security(settings))
     embedder: Embedder | None = None
+    workers: TextWorkers | None = None
     try:
         embedder = open_embedder(settings)
         await _warm_up(embedder)
@@ -69,12 +71,16 @@ async def open_ingestor(settings: Settings, nats_url: str, *, store: Store, llm:
                                                   replicas=replicas)
         buffers.check_fits(window_turns=settings.window_turns, recent_turns=settings.recent_turns,
                            max_pending_windows=settings.max_pending_windows, max_payload=nc.max_payload)
-        compressor, facts = compression(settings, llm)
+        workers = TextWorkers(settings.text_workers, settings.window_text_budget_s, settings.context_turn_chars,
+                              settings.bm25_language)
+        compressor, facts = compression(settings, llm, workers)
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), store, facts=facts)
         yield IngestorDeps(settings=settings, nc=nc, js=js, working_memory=working_memory, writer=writer, name=name,
                            tenants=KnownTenants.from_settings(settings), replicas=replicas,
                            legacy=legacy is not None, llm=llm)
     finally:
+        if workers is not None:
+            await asyncio.to_thread(workers.close)
         if embedder is not None:
             await embedder.close()
         await connection.close(nc)

@@ -1,11 +1,9 @@
 """The LLM path of compression: a window's statements and facts from the chat model, checked against the window,
 with the offline compressor's raw episode always kept and the offline rules taking over when the model cannot."""
-from shared.compress.facts import RuleFactExtractor
 from shared.compress.facts.extractor import SPEAKING_ROLES
 from shared.compress.facts.fact import Fact
 from shared.compress.facts.render import draft
-from shared.compress.model import Draft, Window
-from shared.compress.offline import OfflineCompressor
+from shared.compress.model import Compressor, Draft, FactExtractor, Window
 from shared.errors import LlmInvalid, LlmUnavailable
 from shared.llm import LlmClient, fell_back, prompts
 from shared.llm.schemas import MAX_STATEMENTS, CompressedWindow, ExtractedFacts
@@ -49,7 +47,7 @@ class LlmCompressor:
 
     statements_per_window = MAX_STATEMENTS
 
-    def __init__(self, llm: LlmClient, offline: OfflineCompressor, fallback_language: str = "english") -> None:
+    def __init__(self, llm: LlmClient, offline: Compressor, fallback_language: str = "english") -> None:
         self._llm = llm
         self._offline = offline
         self._fallback = fallback_language
@@ -105,7 +103,7 @@ class LlmFactExtractor:
     fact per slot and turn), and supersede decides which statement is current.
     """
 
-    def __init__(self, llm: LlmClient, rules: RuleFactExtractor, fallback_language: str = "english") -> None:
+    def __init__(self, llm: LlmClient, rules: FactExtractor, fallback_language: str = "english") -> None:
         self._llm = llm
         self._rules = rules
         self._fallback = fallback_language

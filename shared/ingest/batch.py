@@ -12,6 +12,7 @@ from engram_client.errors import EngramError
 from shared.compress import Window
 from shared.consolidation.changes import applier
 from shared.consolidation.supersede import supersede_slots
+from shared.errors import SetAside
 from shared.ingest.batching import Due, Retries, isolate, window_key
 from shared.ingest.writer import Writer, build, save
 from shared.messaging.deadletter import Settle, TurnDeadLetter, settle
@@ -20,13 +21,19 @@ from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, StoredEntry
 from shared.tracing import spans
 from shared.tracing.marks import Marks
-from shared.working_memory import WorkingMemory
+from shared.working_memory import WorkingMemory, attempts
 from shared.working_memory import buffer as buffers
+from shared.working_memory.buckets import key as conversation_key
 from shared.working_memory.buffer import Buffer, SealedWindow
 
 log = logging.getLogger("engram.closer")
 
 TurnKey = tuple[str, str, str]  # (tenant, conversation id, turn id)
+
+
+def _attempt_key(due: Due) -> str:
+    tenant, conversation_id, sealed = due
+    return attempts.window_key(conversation_key(tenant, conversation_id), sealed.seqs[0])
 
 
 async def complete(wm: WorkingMemory, tenant: str, conversation_id: str, sealed: SealedWindow) -> Buffer | None:
@@ -51,20 +58,64 @@ class BatchWriter:
 
     async def write(self, batch: list[Due]) -> int:
         """Write the batch; returns how many windows were written or dead-lettered (a failure leaves the others
-        sealed, backing off)."""
+        sealed, backing off).
+
+        Each window's attempt is counted in working memory before it begins and forgotten when it ends, so an
+        attempt the process did not survive (it died or hung) is known to every replica: a batch holding such a window
+        is written a window at a time, to find it; a window cut short more than `max_deliver` times is stored as
+        plain lines (no compressor, no fact rules), and past twice that its turns are dead-lettered.
+        """
         # Traces: a child of the first window's seal (so of the message that sealed it), linked to the others'.
         seals = [self.marks.seal_of(tenant, conversation_id, w.seqs) for tenant, conversation_id, w in batch]
         with spans.span("engram.window write", parent=seals[0], links=[s for s in seals[1:] if s is not None],
                         attributes={"engram.windows": len(batch)}):
-            return await self._write(batch)
+            counts = [await self.wm.attempts.begin(_attempt_key(due)) for due in batch]
+            if all(n == 1 for n in counts):
+                try:
+                    return await self._write(batch)
+                finally:
+                    await self._end(batch)
+            written = 0
+            for due, n in zip(batch, counts, strict=True):
+                try:
+                    if n > 2 * self.max_deliver:
+                        written += await self._set_aside(due, n)
+                    else:
+                        if n > self.max_deliver:
+                            metrics.poison_total.labels("window_plain").inc()
+                            log.warning("writing a window of conversation %r was cut short %d times: it is stored "
+                                        "as plain lines", due[1], n - 1)
+                        written += await self._write([due], plain=n > self.max_deliver)
+                finally:
+                    await self._end([due])
+            return written
 
-    async def _write(self, batch: list[Due]) -> int:
+    async def _end(self, batch: list[Due]) -> None:
+        for due in batch:
+            await self.wm.attempts.end(_attempt_key(due))
+
+    async def _set_aside(self, due: Due, attempts: int) -> int:
+        """Dead-letter the turns of a window whose writing the process did not survive, even as plain lines."""
+        tenant, conversation_id, sealed = due
+        why = error_body(SetAside(f"writing this window was cut short {attempts - 1} times (the ingestor died or "
+                                     "hung), also as plain lines: its turns are set aside"))
+        texts = await self.wm.turns(tenant, conversation_id, sealed.seqs)
+        for seq in sealed.seqs:
+            if seq in texts:
+                await self.dead_letter(tenant, texts[seq], why, attempts)
+        metrics.poison_total.labels("window_dead_lettered").inc()
+        log.error("dead-lettered the %d turns of a window of conversation %r: writing it was cut short %d times",
+                  len(texts), conversation_id, attempts - 1)
+        await self._complete(tenant, conversation_id, sealed)
+        return 1
+
+    async def _write(self, batch: list[Due], plain: bool = False) -> int:
         started = time.perf_counter()
         turns: dict[TurnKey, tuple[int, str | None]] = {}
         windows = [await self._window(tenant, conversation_id, sealed, turns)
                    for tenant, conversation_id, sealed in batch]
         try:
-            built = await build(self.writer, [w for w in windows if w is not None])
+            built = await build(self.writer, [w for w in windows if w is not None], plain=plain)
             await save(self.writer, built)
             items = await self._unless_forgotten(built.items, turns)
         except Exception as exc:  # keep the windows sealed; back off and try again
@@ -160,7 +211,7 @@ class BatchWriter:
         body = error_body(exc)
         metrics.window_failures_total.labels(body.code).inc()
         if isolate(batch, isinstance(exc, EngramError) and exc.retryable, self.retries):
-            return sum([await self.write([one]) for one in batch])
+            return sum([await self._write([one]) for one in batch])
         log.warning("writing %d windows failed (%s: %s); will retry", len(batch), body.code, body.message,
                     exc_info=body.code == "internal")
         given_up = 0

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 from shared.compress import Compressor, Window
 from shared.compress.model import Draft, FactExtractor
+from shared.compress.plain import plain_episode
 from shared.embedding import Bm25Encoder, Embedder
 from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, Store, StoredEntry, Vectors, entry_id
@@ -52,19 +53,27 @@ class Built:
     stale: dict[Scope, list[str]]
 
 
-async def build(writer: Writer, windows: list[Window], now: datetime | None = None) -> Built:
-    """Compress windows and embed every resulting entry in one batch (no store write)."""
+async def build(writer: Writer, windows: list[Window], now: datetime | None = None, plain: bool = False) -> Built:
+    """Compress windows and embed every resulting entry in one batch (no store write).
+
+    Args:
+        plain: store each window as plain dated lines, without the compressor's or the fact rules' work (a window
+            whose writing was cut short too often: shared/ingest/batch.py).
+    """
     now = now or datetime.now(UTC)
     pending: list[MemoryEntry] = []
     stale: dict[Scope, list[str]] = {}
-    room = writer.compressor.statements_per_window
+    room = 0 if plain else writer.compressor.statements_per_window
     for window in windows:
         first = window.turns[0]
         with metrics.ingest_stage_seconds.labels("compress").time(), spans.span("engram.compress", attributes={
                 "engram.conversation_id": window.conversation_id, "engram.window.turns": len(window.turns)}):
-            drafts = await writer.compressor.compress(window)
-            if writer.facts is not None:
-                drafts += await writer.facts.extract(window)
+            if plain:
+                drafts = [plain_episode(window)]
+            else:
+                drafts = await writer.compressor.compress(window)
+                if writer.facts is not None:
+                    drafts += await writer.facts.extract(window)
         by_turn = {t.turn_id: t for t in window.turns}
         statements = 0
         for draft in drafts:

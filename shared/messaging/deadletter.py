@@ -3,6 +3,7 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -13,7 +14,7 @@ from engram_client.contract import ErrorBody, Turn
 from engram_client.contract.base import RESERVED_TENANT
 from engram_client.contract.failures import code_of, error_body
 from engram_client.errors import EngramError
-from shared.errors import Busy
+from shared.errors import Busy, SetAside
 from shared.runtime import logs, metrics
 from shared.tracing import spans
 
@@ -68,6 +69,22 @@ def retry_delay_s(deliveries: int) -> float:
 Handler = Callable[[str, str, bytes, int], Awaitable[None]]  # (tenant, kind, body, stream sequence)
 
 
+class AttemptCounter(Protocol):
+    """Attempts begun and never ended, kept where every replica sees them (shared/working_memory/attempts.py)."""
+
+    async def begin(self, key: str) -> int:
+        """Count an attempt beginning; how many have begun without ending, this one included."""
+
+    async def end(self, key: str) -> None:
+        """The attempt ended (however)."""
+
+
+def message_key(raw: Msg) -> str:
+    """The key of a stream message's attempts: its stream and sequence."""
+    stream = raw.metadata.stream if raw.metadata else "?"
+    return f"m.{stream}.{raw.metadata.sequence.stream if raw.metadata else 0}"
+
+
 class Settler:
     """Runs a handler over a fetched batch in stream order, then acks, naks or dead-letters each message.
 
@@ -75,16 +92,20 @@ class Settler:
     dead-letter stream is missing), the message is left unacked and JetStream delivers it again after ack_wait.
     """
 
-    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext, client_id: str = "") -> None:
+    def __init__(self, service: str, prefix: str, max_deliver: int, js: JetStreamContext, client_id: str = "",
+                 attempts: AttemptCounter | None = None) -> None:
         """
         Args:
             client_id: this replica's NATS connection name, on its spans (`messaging.client.id`).
+            attempts: where a redelivered message's unfinished attempts are counted; one whose handling was cut short
+                (the process died or hung) more than `max_deliver` times is dead-lettered without being handled.
         """
         self._service = service
         self._client_id = client_id
         self._prefix = prefix
         self._max_deliver = max_deliver
         self._js = js
+        self._attempts = attempts
 
     async def run(self, messages: list[Msg], handle: Handler) -> None:
         """Handle each message of the batch in stream order.
@@ -94,7 +115,21 @@ class Settler:
         for raw in sorted(messages, key=lambda m: m.metadata.sequence.stream if m.metadata else 0):
             started = time.perf_counter()
             tenant, kind = subjects.parse(raw.subject)
+            # Delivered before and not settled then: this attempt is counted, so that one that kills or hangs the
+            # process every time is caught (the count of a settled attempt is gone by its next delivery).
+            counter = self._attempts if raw.metadata and raw.metadata.num_delivered > 1 else None
+            attempt = message_key(raw)
             try:
+                if counter is not None and await counter.begin(attempt) > self._max_deliver:
+                    metrics.poison_total.labels("message").inc()
+                    outcome = await self._dead_letter(raw, SetAside(
+                        f"handling this message began {raw.metadata.num_delivered if raw.metadata else 0} times "
+                        "and was cut short each time (the ingestor died or hung): it is set aside, not handled "
+                        "again"))
+                    await counter.end(attempt)
+                    logs.handled(log, service=self._service, tenant=tenant, subject=raw.subject, outcome=outcome,
+                                 started=started)
+                    continue
                 try:
                     seq = raw.metadata.sequence.stream if raw.metadata else 0
                     # A child of the publisher's span when the message carries its trace context (`traceparent`).
@@ -110,6 +145,8 @@ class Settler:
                 else:
                     await raw.ack()
                     outcome = "ok"
+                if counter is not None:
+                    await counter.end(attempt)
             except Exception as exc:  # acking, nak'ing or dead-lettering failed; the message comes back later
                 metrics.unsettled_total.labels(self._service).inc()
                 log.warning("could not settle %s (%s: %s); JetStream redelivers it after ack_wait", raw.subject,
@@ -128,6 +165,10 @@ class Settler:
             return f"retry_{code}"
         if code == "internal":
             log.error("dead-lettering %s after an internal error", raw.subject, exc_info=exc)
+        return await self._dead_letter(raw, exc)
+
+    async def _dead_letter(self, raw: Msg, exc: Exception) -> str:
+        deliveries = int(raw.metadata.num_delivered) if raw.metadata else 1
         body = error_body(exc)
         headers = {
             HEADER_CODE: body.code, HEADER_REASON: body.message.replace("\n", " ")[:1000],

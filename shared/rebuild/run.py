@@ -31,6 +31,7 @@ from engram_client.contract import ConsolidateRequest, ConsolidationJob, Forget,
 from engram_client.errors import InvalidRequest
 from shared.compress import Window
 from shared.compress.choose import compression
+from shared.compress.workers import TextWorkers
 from shared.embedding import Bm25Encoder, Embedder, embedding_dim, open_embedder
 from shared.ingest.writer import EMBED_CHARS, Writer, build, save
 from shared.llm import LlmClient
@@ -112,11 +113,14 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str) -> RebuildR
     old = await builds.current(settings, deps.live)
     built: Store | None = None
     embedder: Embedder | None = None
+    workers: TextWorkers | None = None
     switched = False
     try:
         built = await builds.open_build(settings, name, embedding_dim(settings))
         embedder = open_embedder(settings)
-        compressor, facts = compression(settings, deps.llm)
+        workers = TextWorkers(settings.text_workers, settings.window_text_budget_s, settings.context_turn_chars,
+                              settings.bm25_language)
+        compressor, facts = compression(settings, deps.llm, workers)
         writer = Writer(compressor, embedder, Bm25Encoder(settings.bm25_language), built, facts=facts)
         cut = {stream: (await deps.js.stream_info(stream.name)).state.last_seq
                for stream in await streams.every_turns_stream(deps.js, deps.nc, settings.subject_prefix)}
@@ -169,6 +173,8 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str) -> RebuildR
         raise
     finally:
         await listening.unsubscribe()
+        if workers is not None:
+            await asyncio.to_thread(workers.close)
         if embedder is not None:
             await embedder.close()
         if settings.qdrant_url:  # connections of their own; the live store reaches the new build through the alias

@@ -59,10 +59,15 @@ tenant_streams_made_total = Counter("engram_tenant_streams_made_total", "Tenants
 tenants_refused_total = Counter("engram_tenants_refused_total", "Messages of a tenant the registry does not list")
 state_unreadable_total = Counter("engram_state_unreadable_total", "Values engram read back from its own NATS "
                                  "state that it could not parse (skipped or repaired, never blamed on a client)",
-                                 ["place"])  # open_index|forget_marks|leases|runs|buffers|turns|summaries
+                                 ["place"])  # open_index|forget_marks|leases|runs|buffers|turns|summaries|attempts
 legacy_turns_stream = Gauge("engram_legacy_turns_stream", "1 while the legacy stream of every tenant's turns "
                             "(MEM_TURNS) exists: de-duplication, quotas and ingestion are not per tenant until it is "
                             "migrated (docs/operations/upgrades.md)")
+text_budget_exceeded_total = Counter("engram_text_budget_exceeded_total", "Windows whose offline text work ran past "
+                                     "its time budget (stored as plain lines)", ["work"])  # work: compress|facts
+poison_total = Counter("engram_poison_total", "Messages and windows whose handling was interrupted (the process "
+                       "died or hung) too often: a message dead-lettered, a window stored plain or dead-lettered",
+                       ["what"])  # what: message|window_plain|window_dead_lettered
 dead_lettered_total = Counter("engram_dead_lettered_total", "Messages moved to the dead-letter subject",
                               ["service", "code"])
 retried_total = Counter("engram_retried_total", "Messages negatively acknowledged for a later retry", ["service",
@@ -121,7 +126,7 @@ build_info = Gauge("engram_build_info", "Always 1; the labels say which engram t
 # to the Literals they mirror (error codes, LLM purposes).
 ERROR_CODES = ("invalid_request", "forbidden", "not_found", "unavailable", "timeout", "internal")
 MODES = ("fast", "deep")
-STATE_PLACES = ("open_index", "forget_marks", "leases", "runs", "buffers", "turns", "summaries")
+STATE_PLACES = ("open_index", "forget_marks", "leases", "runs", "buffers", "turns", "summaries", "attempts")
 LLM_PURPOSES = ("compress", "facts", "summary", "plan", "reflect", "consolidate")
 LLM_FAILURES = ("invalid", "timeout", "rate_limited", "error", "over_budget", "breaker_open", "deadline")
 KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]] = [
@@ -147,6 +152,8 @@ KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]
     (quota_refusals_total, [("recall",), ("requests",)]),
     (tenants_near_quota, [("turns_storage",)]),
     (state_unreadable_total, [(place,) for place in STATE_PLACES]),
+    (text_budget_exceeded_total, [("compress",), ("facts",)]),
+    (poison_total, [("message",), ("window_plain",), ("window_dead_lettered",)]),
     (dead_lettered_total, [(service, code) for service in ("ingestor", "closer") for code in ERROR_CODES]),
     (retried_total, [(service, code) for service in ("ingestor", "closer") for code in ERROR_CODES]),
     (unsettled_total, [("ingestor",), ("closer",)]),

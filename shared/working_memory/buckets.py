@@ -8,6 +8,7 @@
   budget (see shared/retrieval/summary.py); forgotten with the conversation, or with any user whose words it holds.
 - `<P>_WM_FORGOTTEN`: the forget marks that keep a turn already in flight from bringing a forgotten one back
   (see forgotten.py).
+- `<P>_WM_ATTEMPTS`: attempts at a message or a window that were begun and never ended (see attempts.py).
 
 Purges leave markers that expire after MARKER_TTL_S (per-message TTL), so deleted keys cost nothing later.
 """
@@ -30,6 +31,7 @@ from shared.messaging import streams, untrusted
 from shared.messaging.connection import transient
 from shared.runtime import metrics
 from shared.working_memory import buffer as buffers
+from shared.working_memory.attempts import Attempts
 from shared.working_memory.buffer import Buffer
 from shared.working_memory.forgotten import ForgetMarks
 from shared.working_memory.open_index import OpenIndex
@@ -107,7 +109,7 @@ class WorkingMemory:
     """Buffers, turn texts and the open index of every conversation engram is still collecting turns for."""
 
     def __init__(self, js: JetStreamContext, prefix: str, buffers: KeyValue, turns: KeyValue,
-                 index: OpenIndex, summaries: KeyValue, forgotten: ForgetMarks) -> None:
+                 index: OpenIndex, summaries: KeyValue, forgotten: ForgetMarks, attempts: Attempts) -> None:
         self._js = js
         self._buffers_bucket, self._turns_bucket, _ = bucket_names(prefix)
         self._summaries_bucket = summaries_bucket_name(prefix)
@@ -116,6 +118,7 @@ class WorkingMemory:
         self.index = index
         self.summaries = summaries
         self.forgotten = forgotten
+        self.attempts = attempts
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, ttl_s: float | None = None,
@@ -136,7 +139,7 @@ class WorkingMemory:
                    OpenIndex(js, index, open_index, key, conversation_of, MARKER_TTL_S),
                    await _bucket(js, summaries_bucket_name(prefix), ttl_s,
                                  "engram working memory: running summaries of older turns", replicas),
-                   await ForgetMarks.open(js, prefix, replicas))
+                   await ForgetMarks.open(js, prefix, replicas), await Attempts.open(js, prefix, replicas))
 
     async def summary(self, tenant: str, conversation_id: str) -> CachedSummary | None:
         """The conversation's running summary, if one was made."""

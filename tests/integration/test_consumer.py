@@ -1,5 +1,6 @@
 """The pull consumer every ingestor runs, against a real nats-server: retries, dead letters, and a loop that no
 message can stop."""
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from engram_client import connection
 from engram_client.errors import InvalidRequest, Unavailable
 from shared.messaging import deadletter, nats_server, streams
 from shared.messaging.consumer import PullConsumer
+from shared.working_memory import WorkingMemory
 from tests.support.dead_letters import dead_letters
 from tests.support.ids import unique
 from tests.support.polling import eventually
@@ -107,3 +109,50 @@ async def test_a_message_that_cannot_be_settled_does_not_stop_the_loop(broker: B
 
 async def _value(value: list[str]) -> list[str]:
     return value
+
+
+async def test_a_message_that_hangs_every_replica_is_dead_lettered_after_max_deliver_cut_short_attempts(
+        broker: Broker) -> None:
+    """A message whose handling never returns: each replica handling it is stopped from outside (as a liveness probe
+    kills a frozen process) and another replica, with a connection of its own, gets it again after ack_wait. The
+    attempts cut short are counted in working memory before each one, so past max_deliver the next replica
+    dead-letters it without handling it, with the reason, and the message after it is handled."""
+    tenant = unique("t")
+    wm = await WorkingMemory.open(broker.js, "mem")
+    handled: list[str] = []
+    began = asyncio.Event()
+
+    async def handle(tenant: str, kind: str, body: bytes, seq: int) -> None:
+        text = json.loads(body)["text"]
+        if text.startswith("poison"):
+            began.set()
+            await asyncio.Event().wait()  # never returns: a freeze
+        handled.append(text)
+
+    await streams.ensure_tenant(broker.js, "mem", tenant, streams.TurnsLimits())
+    await broker.js.publish(f"mem.{tenant}.turns", turn_body("poison: freezes whoever handles it"))
+    await broker.js.publish(f"mem.{tenant}.turns", turn_body("fine: handled once the poison is set aside"))
+    stream = await streams.holding(broker.js, "mem", tenant)
+    assert stream is not None
+    for replica in range(4):  # 1 first delivery, then max_deliver (2) counted attempts cut short, then set aside
+        nc = await connection.connect(broker.url, f"replica-{replica}")
+        try:
+            settler = deadletter.Settler("ingestor", "mem", 2, nc.jetstream(), attempts=wm.attempts)
+            pulling = PullConsumer(nc.jetstream(), stream.name, streams.ingestor_consumer(stream, 1.0, 100),
+                                   settler, handle, batch=1)
+            await pulling.start()
+            if replica < 3:
+                await asyncio.wait_for(began.wait(), timeout=30)
+                began.clear()
+                await pulling.stop(timeout_s=0.1)  # the replica is killed while it handles the poison
+            else:
+                [letter] = await dead_letters(broker.url, tenant, timeout_s=30)
+                await eventually(lambda: _value(handled), lambda h: "fine: handled once the poison is set aside"
+                                 in h, timeout_s=30)
+                await pulling.stop()
+        finally:
+            await nc.close()
+    headers = letter.headers or {}
+    assert json.loads(letter.data)["text"].startswith("poison")
+    assert headers[deadletter.HEADER_CODE] == "internal" and "cut short" in headers[deadletter.HEADER_REASON]
+    assert handled == ["fine: handled once the poison is set aside"]

@@ -34,7 +34,7 @@ def error_body(exc: BaseException) -> ErrorBody:
         message = f"invalid {exc.title}: {_validation_message(exc)}"
     elif isinstance(exc, json.JSONDecodeError):
         message = f"payload is not valid JSON: {exc.msg} at position {exc.pos}"
-    elif code == "internal":
+    elif code == "internal" and not getattr(exc, "explained", False):  # an explained one says what, not whose
         message = f"internal error ({type(exc).__name__}); the service logged the details"
     else:
         message = str(exc)

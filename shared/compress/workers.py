@@ -1,0 +1,105 @@
+"""The offline text work of windows (the compressor's dating and extraction, the fact rules), in worker processes
+with a time budget per window.
+
+Python's `re`, dateparser and the rules hold the interpreter lock for as long as they run, so a thread cannot stop
+them and an input they take too long on freezes the whole process (health checks, acknowledgements, every
+tenant's recall). In a worker process they run beside the event loop, and a window whose work exceeds the budget
+has its worker killed and replaced (pebble's process pool): the window is stored all the same, as plain dated lines
+without the derived parts (plain.py), counted in `engram_text_budget_exceeded_total{work}` and logged by
+conversation id and turn count, never by text.
+"""
+import asyncio
+import logging
+import multiprocessing
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Literal
+
+from pebble import ProcessPool
+from pydantic import TypeAdapter
+
+from shared.compress.model import Draft, Window
+from shared.compress.plain import plain_episode
+from shared.runtime import metrics
+
+log = logging.getLogger("engram.compress")
+Work = Literal["compress", "facts"]
+_DRAFTS = TypeAdapter(list[Draft])
+
+
+def _compress(window: str, context_chars: int, language: str) -> bytes:
+    """In a worker: the offline compressor's entry for the window (JSON in, JSON out: nothing is pickled)."""
+    from shared.compress.offline import OfflineCompressor
+
+    drafts = OfflineCompressor(context_chars, language).compress_sync(Window.model_validate_json(window))
+    return _DRAFTS.dump_json(drafts)
+
+
+def _facts(window: str) -> bytes:
+    """In a worker: the facts the rules read in the window."""
+    from shared.compress.facts import RuleFactExtractor
+
+    return _DRAFTS.dump_json(RuleFactExtractor().extract_sync(Window.model_validate_json(window)))
+
+
+class TextWorkers:
+    """A pool of worker processes for windows' text work, each call within `budget_s`."""
+
+    def __init__(self, workers: int, budget_s: float, context_chars: int = 160, language: str = "english") -> None:
+        # spawn: a fork of a process with model and event-loop threads is not safe.
+        self._pool = ProcessPool(max_workers=workers, context=multiprocessing.get_context("spawn"))
+        self.budget_s = budget_s
+        self._context_chars = context_chars
+        self._language = language
+
+    async def _run(self, work: Work, window: Window, *args: object) -> list[Draft] | None:
+        function = _compress if work == "compress" else _facts
+        future: Future[bytes] = self._pool.schedule(function, args=(window.model_dump_json(), *args),
+                                                    timeout=self.budget_s)
+        try:
+            answer: bytes = await asyncio.wrap_future(future)
+            return _DRAFTS.validate_json(answer)
+        except (TimeoutError, FutureTimeout):
+            metrics.text_budget_exceeded_total.labels(work).inc()
+            log.warning("the %s work of a window of conversation %r (%d turns) ran past its %g s budget; its worker "
+                        "was stopped", work, window.conversation_id, len(window.turns), self.budget_s)
+            return None
+
+    async def compress(self, window: Window) -> list[Draft]:
+        """The offline compressor's entry for the window; plain dated lines if it runs past the budget."""
+        drafts = await self._run("compress", window, self._context_chars, self._language)
+        return drafts if drafts is not None else [plain_episode(window)]
+
+    async def facts(self, window: Window) -> list[Draft]:
+        """The facts the rules read in the window; none if they run past the budget."""
+        drafts = await self._run("facts", window)
+        return drafts if drafts is not None else []
+
+    def close(self) -> None:
+        """Stop the workers (a window's work in progress is abandoned: the window stays sealed, written later)."""
+        self._pool.stop()  # type: ignore[no-untyped-call]
+        self._pool.join(timeout=10)
+
+
+class BudgetedCompressor:
+    """The offline compressor, run by the workers within their budget (a `Compressor`)."""
+
+    statements_per_window = 0
+
+    def __init__(self, workers: TextWorkers) -> None:
+        self._workers = workers
+
+    async def compress(self, window: Window) -> list[Draft]:
+        """The window as one entry (plain lines past the budget)."""
+        return await self._workers.compress(window)
+
+
+class BudgetedRules:
+    """The fact rules, run by the workers within their budget (a `FactExtractor`)."""
+
+    def __init__(self, workers: TextWorkers) -> None:
+        self._workers = workers
+
+    async def extract(self, window: Window) -> list[Draft]:
+        """Facts stated in the window's turns (none past the budget)."""
+        return await self._workers.facts(window)
