@@ -256,6 +256,11 @@ def tenancy() -> Row:
                    "tenants and ingestors: 1 means one tenant's turns waited all the time. Other tenants' turns are "
                    "not held up.",
                    Target(per_second("engram_ingest_paced_seconds_total"), "paced")),
+        timeseries("Poison and budgets / s", "Windows whose offline text work ran past its time budget (stored as "
+                   "plain lines), by work; messages and windows whose handling the process did not survive too often "
+                   "(a message dead-lettered, a window stored plain or its turns dead-lettered).",
+                   Target(per_second("engram_text_budget_exceeded_total", "work"), "over budget {{work}}"),
+                   Target(per_second("engram_poison_total", "what"), "poison {{what}}"), unit="ops"),
         timeseries("Refused and unreadable / s", "Replies refused (reply subject not an inbox) by service, messages "
                    "of tenants the registry does not list, and unparsable values of engram's NATS state by place.",
                    Target(per_second("engram_replies_refused_total", "service"), "reply refused {{service}}"),
