@@ -6,7 +6,6 @@ Every caller has an offline path; when `ask` raises, the caller takes it and cou
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -24,15 +23,15 @@ from shared.llm.schemas import Output, Purpose
 from shared.llm.slots import TenantSlots
 from shared.runtime import metrics
 from shared.settings import Settings
-from shared.text import tokens
+from shared.text import patterns, tokens
 
 log = logging.getLogger("engram.llm")
 
 T = TypeVar("T", bound=Output)
 Check = Callable[[Any], str | None]  # a problem with a valid answer ("ids outside the window"), or None
 
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-_THINKING = re.compile(r"<think>.*?</think>", re.DOTALL)  # reasoning models' scratchpad, braces and all
+_FENCE = patterns.compile(r"```(?:json)?\s*(\{.*?\})\s*```", patterns.DOTALL)
+_THINKING = patterns.compile(r"<think>.*?</think>", patterns.DOTALL)  # reasoning models' scratchpad, braces and all
 MESSAGE_TOKENS = 4  # what each message adds to the prompt besides its text, when a server reports no usage
 MIN_CALL_S = 0.1    # a call with less time than this left before its caller's deadline is not made
 
