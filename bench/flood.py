@@ -2,8 +2,9 @@
 
 A real stack as in production (nats-server and `engram up` as separate processes). A calm tenant recalls at a
 steady rate and stores a short conversation now and then; per stack, first alone, then while a flooding tenant (in
-a process of its own) publishes thousands of turns at once, then while it also sends recalls as fast as it can with
-many in flight. One stack runs with the per-tenant recall limit off (`ENGRAM_RECALL_TENANT_SHARE=1`), one with it
+a process of its own) publishes thousands of turns at once, then hundreds of turns built to be slow for the text
+rules (bench/hostile_text.py), then thousands of turns while it also sends recalls as fast as it can with many in
+flight. One stack runs with the per-tenant recall limit off (`ENGRAM_RECALL_TENANT_SHARE=1`), one with it
 on. The calm tenant's window latency during the turn flood against alone is ingestion's fairness; its recall p99
 during the recall flood against alone, recall's.
 """
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import chatter
+from bench.hostile_text import hostile_texts
 from bench.stack import engram_up
 from engram_client import MemoryClient, publish_sessions, wait_until_stored
 from engram_client.contract import RecallRequest, Turn
@@ -100,16 +102,25 @@ async def _ingest_probes(url: str, phase: str, seconds: float, timeout_s: float)
 
 
 def _flooder(url: str, concurrency: int, turns: int, raw: bool, events: "Queue[tuple[str, Any]]",
-             stop: Event) -> None:
+             stop: Event, hostile: bool = False) -> None:
     """The flooding tenant, in a process of its own so its event loop never delays the calm tenant's client."""
-    asyncio.run(_flood(url, concurrency, turns, raw, events, stop))
+    asyncio.run(_flood(url, concurrency, turns, raw, events, stop, hostile))
+
+
+def _hostile_sessions(turns: int) -> list[list[Turn]]:
+    """`turns` turns built to be slow for the text rules (bench/hostile_text.py), 4 to a conversation."""
+    texts = hostile_texts()
+    made = [Turn(conversation_id=f"hostile-{i // 4}", turn_id=f"hostile-{i}", speaker="Mallory", role="user",
+                 text=texts[i % len(texts)], ts=datetime(2024, 5, 1, 10, tzinfo=UTC), user_id=f"{FLOODER}-u")
+            for i in range(turns)]
+    return [made[i:i + 4] for i in range(0, len(made), 4)]
 
 
 async def _flood(url: str, concurrency: int, turns: int, raw: bool, events: "Queue[tuple[str, Any]]",
-                 stop: Event) -> None:
-    """Recalls as fast as `concurrency` callers can send them, and `turns` turns published at once, until `stop`.
-    With `raw`, the callers ignore engram's retry hint and ask again at once (a hostile client); else they use the
-    SDK, which waits as the hint says."""
+                 stop: Event, hostile: bool = False) -> None:
+    """Recalls as fast as `concurrency` callers can send them, and `turns` turns published at once (chat, or with
+    `hostile` turns built to be slow for the text rules), until `stop`. With `raw`, the callers ignore engram's retry
+    hint and ask again at once (a hostile client); else they use the SDK, which waits as the hint says."""
     clients = [await MemoryClient.connect(url, FLOODER, timeout_s=REQUEST_TIMEOUT_S) for _ in range(4)]
     outcomes: Counter[str] = Counter()
     stopping = asyncio.Event()
@@ -145,7 +156,8 @@ async def _flood(url: str, concurrency: int, turns: int, raw: bool, events: "Que
     started = time.perf_counter()
     recallers = [asyncio.create_task(recaller(i)) for i in range(concurrency)]
     if turns:
-        sessions = chatter.sessions(turns, max(1, turns // 10), f"{FLOODER}-flood", seed=7)
+        sessions = _hostile_sessions(turns) if hostile else \
+            chatter.sessions(turns, max(1, turns // 10), f"{FLOODER}-flood", seed=7)
         await asyncio.gather(*(publisher(sessions[i::16]) for i in range(16)))
         events.put(("published", {"turns": turns, "seconds": time.perf_counter() - started}))
     await asyncio.gather(*recallers)
@@ -190,8 +202,9 @@ async def _phase(url: str, name: str, args: argparse.Namespace, flood: str | Non
     queue: Queue[tuple[str, Any]] = context.Queue()
     stop = context.Event()
     concurrency = args.flood_concurrency if flood == "both" else 0
-    process = context.Process(target=_flooder, args=(url, concurrency, args.flood_turns,
-                                                             args.flooder == "raw", queue, stop))
+    turns = args.hostile_turns if flood == "hostile" else args.flood_turns
+    process = context.Process(target=_flooder, args=(url, concurrency, turns, args.flooder == "raw", queue, stop,
+                                                     flood == "hostile"))
     process.start()
     events = _Events(queue)
     try:
@@ -231,8 +244,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp, \
                 engram_up(Path(tmp), {"ENGRAM_RECALL_TENANT_SHARE": share}) as url:
             await asyncio.gather(_seed(url, CALM, args.seed_turns), _seed(url, FLOODER, args.seed_turns))
-            for flood in (None, "turns", "both"):
-                name = {None: "alone", "turns": "turn flood", "both": "turn and recall flood"}[flood]
+            for flood in (None, "turns", "hostile", "both"):
+                name = {None: "alone", "turns": "turn flood", "hostile": "hostile turns",
+                        "both": "turn and recall flood"}[flood]
                 phase = await _phase(url, f"{name}, limit {limit}", args, flood)
                 results["phases"].append({**phase, "limit": limit, "share": float(share)})
     return results
@@ -267,7 +281,12 @@ def print_table(results: dict[str, Any], console: Console) -> None:
             ratio = both["calm"]["latency_ms"]["p99"] / alone["calm"]["latency_ms"]["p99"]
             results.setdefault("p99_ratio", {})[limit] = ratio
             console.print(f"limit {limit}: calm recall p99 during the turn and recall flood / alone = {ratio:.2f}")
-        for kind in ("turn flood", "turn and recall flood"):
+        hostile = by_name.get(f"hostile turns, limit {limit}")
+        if alone and hostile and alone["calm"]["latency_ms"]["p99"]:
+            ratio = hostile["calm"]["latency_ms"]["p99"] / alone["calm"]["latency_ms"]["p99"]
+            results.setdefault("hostile_p99_ratio", {})[limit] = ratio
+            console.print(f"limit {limit}: calm recall p99 during the hostile turns / alone = {ratio:.2f}")
+        for kind in ("turn flood", "hostile turns", "turn and recall flood"):
             flood = by_name.get(f"{kind}, limit {limit}")
             if alone and flood and alone["ingest_delay_s"]["p50"]:
                 ingest = flood["ingest_delay_s"]["p50"] / alone["ingest_delay_s"]["p50"]
@@ -288,6 +307,8 @@ def cli() -> None:
     parser.add_argument("--flooder", choices=["sdk", "raw"], default="sdk",
                         help="sdk: the flooder's client waits as engram's retry hint says; raw: it asks again at once")
     parser.add_argument("--flood-turns", type=int, default=2000, help="turns the flooder publishes at once")
+    parser.add_argument("--hostile-turns", type=int, default=200,
+                        help="turns built to be slow for the text rules the flooder publishes in its hostile phase")
     parser.add_argument("--seed-turns", type=int, default=80, help="turns each tenant stores before measuring")
     parser.add_argument("--probe-timeout-s", type=float, default=600.0,
                         help="longest wait for one ingest probe (a conversation of the calm tenant) to be stored")

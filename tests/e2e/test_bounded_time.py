@@ -3,9 +3,9 @@ chats, delay the other tenant's window by nothing it can notice (its window is s
 they are worked on), and every hostile turn ends stored (as plain lines past the time budget), none stuck.
 
 How long the calm tenant waits against the calm case is a benchmark's to measure (`make flood`), not this test's."""
+from bench.hostile_text import hostile_texts
 from engram_client import MemoryClient, wait_until_stored
 from services.stack import Running
-from tests.support.hostile_text import hostile_texts
 from tests.support.ids import unique
 from tests.support.turns import conversation, make_turn
 
