@@ -15,7 +15,8 @@ RULE_FILES = sorted(RULES.glob("*.yml"))
 ALERTS_TEST = RULES / "tests" / "engram-alerts.test.yml"
 GRAFANA = ROOT / "deploy" / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "engram.json"
-EXPECTED_ALERTS = {"EngramPoison", "EngramTextBudgetExceeded", "EngramRecallLatencyHigh", "EngramConsumerLagGrowing", "EngramDeadLetters",
+EXPECTED_ALERTS = {"EngramPoison", "EngramTextBudgetExceeded", "EngramRecallLatencyHigh", "EngramConsumerLagGrowing",
+                   "EngramDeadLetters",
                    "EngramConsolidationStale", "EngramLlmFallbackRate", "EngramNotReady", "EngramRepliesRefused",
                    "EngramQuotaRefusalsHigh", "EngramTenantNearStorageQuota", "EngramStateUnreadable",
                    "EngramLegacyTurnsStream"}
