@@ -13,7 +13,7 @@ def _fill(unit: str, length: int) -> str:
     return (unit * (length // len(unit) + 1))[:length]
 
 
-def hostile_texts(seed: int = 7, mixes: int = 4, long_every: int = 4) -> list[str]:
+def hostile_texts(seed: int = 7, mixes: int = 2, long_every: int = 6) -> list[str]:
     """Runs of each unit at 45 characters (where exponential patterns had already taken seconds), and of every
     `long_every`-th unit at the longest turn, each ended by a character no rule wants; then `mixes` random texts of
     both scripts at the longest turn."""

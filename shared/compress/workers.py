@@ -25,6 +25,7 @@ from shared.runtime import metrics
 log = logging.getLogger("engram.compress")
 Work = Literal["compress", "facts"]
 _DRAFTS = TypeAdapter(list[Draft])
+PRELOAD = ["shared.compress.offline", "shared.compress.facts"]  # what every worker needs, loaded once
 
 
 def _compress(window: str, context_chars: int, language: str) -> bytes:
@@ -46,8 +47,12 @@ class TextWorkers:
     """A pool of worker processes for windows' text work, each call within `budget_s`."""
 
     def __init__(self, workers: int, budget_s: float, context_chars: int = 160, language: str = "english") -> None:
-        # spawn: a fork of a process with model and event-loop threads is not safe.
-        self._pool = ProcessPool(max_workers=workers, context=multiprocessing.get_context("spawn"))
+        # Forked from a fork server that has the rules loaded (started once per process, single-threaded): a fork of
+        # this process, with its model and event-loop threads, would not be safe, and a spawn imports the rules
+        # again for every worker (about a second of CPU each).
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        self._pool = ProcessPool(max_workers=workers, context=context)
         self.budget_s = budget_s
         self._context_chars = context_chars
         self._language = language

@@ -17,7 +17,7 @@ from nats.js.errors import NotFoundError
 from shared.messaging.deadletter import Handler, Settler
 
 log = logging.getLogger("engram.consumer")
-FETCH_WAIT_S = 2.0  # how long one pull waits on the server for messages (an idle tenant costs a pull this often)
+FETCH_WAIT_S = 5.0  # how long one pull waits on the server for messages (an idle tenant costs a pull this often)
 
 Pace = Callable[[int], Awaitable[None]]  # called with each batch's size before it is handled; may wait
 
@@ -38,6 +38,7 @@ class PullConsumer:
         self.stopping = asyncio.Event()
         self.gone = asyncio.Event()  # the stream was deleted (its tenant removed): the loop ended for good
         self.task: asyncio.Task[None] | None = None
+        self._handling = False  # a fetched batch is in hand (stop lets it finish; a wait for one it cancels)
 
     @property
     def durable(self) -> str:
@@ -67,15 +68,20 @@ class PullConsumer:
                 log.warning("fetching from %s failed (%s: %s); retrying in 1 s", self.stream, type(exc).__name__, exc)
                 await asyncio.sleep(1.0)
                 continue
-            if self._pace is not None:
-                await self._pace(len(batch))
-            await self._settler.run(batch, self._handle)
+            self._handling = True
+            try:
+                if self._pace is not None:
+                    await self._pace(len(batch))
+                await self._settler.run(batch, self._handle)
+            finally:
+                self._handling = False
 
     async def stop(self, timeout_s: float = 5.0) -> None:
-        """Finish the batch in hand (up to `timeout_s`), then stop; unacked messages go to another replica."""
+        """Finish the batch in hand (up to `timeout_s`), then stop; unacked messages go to another replica. A loop
+        waiting for its next batch stops at once (nothing is in hand)."""
         self.stopping.set()
         if self.task is not None:
-            _, pending = await asyncio.wait([self.task], timeout=timeout_s)
+            _, pending = await asyncio.wait([self.task], timeout=timeout_s if self._handling else 0)
             for task in pending:
                 task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)

@@ -25,7 +25,7 @@ from shared.runtime import metrics
 
 log = logging.getLogger("engram.consumer")
 RELIST_S = 30.0        # how often the streams are listed again (a missed announcement is healed by then)
-REPORT_S = 10.0        # how often pending counts and quota use are read from JetStream
+REPORT_S = 15.0        # how often pending counts and quota use are read from JetStream
 NEAR_FULL = 0.9        # a turns stream this full counts in engram_tenants_near_quota
 
 Slots = Callable[[str], int]                      # a tenant's consumer's max_ack_pending

@@ -64,6 +64,10 @@ class Asked:
     named: frozenset[str] = frozenset()
 
 
+MAX_READ_CHARS = 8_000  # of an entry: a figure stated further in does not make it an answer (a window's own lines
+                        # come first; 4 of the longest turns would be 64,000 characters to read per recall candidate)
+
+
 def asked(query: str) -> Asked | None:
     """How the question asks for a figure, if it does."""
     found = next((m for pattern in (*_ASKS_COUNT, *_ASKS_MEASURE) if (m := pattern.search(query))), None)
@@ -75,7 +79,7 @@ def asked(query: str) -> Asked | None:
 def stated(entry: MemoryEntry, besides: frozenset[str] = frozenset()) -> bool:
     """Whether an entry's own lines state a figure: a number that is not a date, nor a word with digits the
     question said itself (`besides`: "what is the p95 latency?" is not answered by a window that says "p95")."""
-    text = _DATES.sub(" ", "\n".join(utterances(entry.text)))
+    text = _DATES.sub(" ", "\n".join(utterances(entry.text[:MAX_READ_CHARS])))
     if besides and any(word in text.casefold() for word in besides):
         text = _NAMED.sub(lambda m: " " if m.group(0).casefold() in besides else m.group(0), text)
     return _FIGURE.search(text) is not None

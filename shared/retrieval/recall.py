@@ -200,7 +200,10 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             boosts.setdefault(entry_id, []).extend(why)
         if use_mmr and settings.mmr_lambda is not None:
             hits = mmr(hits, request.k, settings.mmr_lambda)
-        hits, ordering = for_time(hits, request.query, query_plan.lang, settings, request.k, reading=reading)
+        # Off the event loop: judging currency reads the entries' text (a figure asked for), which other tenants'
+        # requests and the process's health checks must not wait behind.
+        hits, ordering = await asyncio.to_thread(for_time, hits, request.query, query_plan.lang, settings, request.k,
+                                                 reading=reading)
         hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,

@@ -11,7 +11,7 @@ from tests.support.turns import conversation, make_turn
 
 
 async def test_hostile_turns_of_one_tenant_end_stored_while_another_tenant_chats(stack: Running) -> None:
-    """41 hostile turns (runs of what patterns repeat, at 45 characters and some at the longest turn, and random mixes
+    """36 hostile turns (runs of what patterns repeat, at 45 characters and some at the longest turn, and random mixes
     of both scripts) in one tenant; meanwhile a calm tenant's conversation is stored and recalled; then every hostile
     turn is stored."""
     hostile_tenant, calm_tenant = unique("hostile"), unique("calm")

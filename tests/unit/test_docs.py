@@ -101,12 +101,15 @@ def test_every_path_in_the_readmes_code_map_exists() -> None:
 
 
 def test_every_repository_path_the_docs_name_exists() -> None:
-    """A file or folder a page names in backticks (`tests/e2e/test_crash.py`, `bench/soak*.py`) is in the tree."""
+    """A file or folder a page names in backticks (`tests/e2e/test_crash.py`, `bench/soak*.py`) is in the tree, and a
+    test it names (`tests/e2e/test_crash.py::test_name`) is in that file."""
     named = r"`((?:bench|clients|contract|deploy|docs|services|shared|tests)/[^`\s]*)`"
     missing = set()
     for page in [README, *DOCS.rglob("*.md")]:
         for path in re.findall(named, page.read_text(encoding="utf-8")):
-            if not any(ROOT.glob(path.rstrip("/"))):
+            where, _, name = path.partition("::")
+            found = list(ROOT.glob(where.rstrip("/")))
+            if not found or (name and not any(f"def {name}(" in f.read_text(encoding="utf-8") for f in found)):
                 missing.add(f"{page.relative_to(ROOT)}: {path}")
     assert sorted(missing) == []
 
