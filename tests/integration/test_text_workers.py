@@ -1,9 +1,10 @@
-"""Windows' text work in worker processes with a time budget: the same drafts as on a thread within it; past it the
+"""Windows' text work in worker processes with a CPU budget: the same drafts as on a thread within it; past it the
 worker is stopped, the window comes back as plain dated lines (no facts), and the next window is worked on as usual."""
 import pytest
 from prometheus_client import REGISTRY
 
 from shared.compress import OfflineCompressor
+from shared.compress import workers as text_workers
 from shared.compress.facts import RuleFactExtractor
 from shared.compress.model import Window
 from shared.compress.plain import plain_episode
@@ -38,6 +39,25 @@ async def test_past_the_budget_the_window_is_plain_and_the_next_one_is_worked_on
         assert await workers.compress(WINDOW) == [plain_episode(WINDOW)]
         assert await workers.facts(WINDOW) == []
         assert (_exceeded("compress"), _exceeded("facts")) == (before[0] + 1, before[1] + 1)
+        workers.budget_s = 30.0
+        assert await workers.compress(WINDOW) == OfflineCompressor().compress_sync(WINDOW)
+    finally:
+        workers.close()
+
+
+async def test_the_kernel_ends_a_worker_past_its_cpu_budget_whatever_the_clock_allows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the wall-clock limit out of reach, a window whose dating takes far more CPU than its budget (16,000
+    characters of dates for dateparser, about a second) is cut short by the budget's own timer: plain lines, counted;
+    the window after it, within the budget, is worked on by a fresh worker."""
+    monkeypatch.setattr(text_workers, "WALL_FACTOR", 10_000.0)
+    dates = "On 3 May 2021 and 4 June 2022, then 5 July 2023. " * 320
+    slow = Window(tenant_id="t", conversation_id="c2", turns=conversation([("Ana", dates[:16_000])]))
+    workers = TextWorkers(1, budget_s=0.05)
+    before = _exceeded("compress")
+    try:
+        assert await workers.compress(slow) == [plain_episode(slow)]
+        assert _exceeded("compress") == before + 1
         workers.budget_s = 30.0
         assert await workers.compress(WINDOW) == OfflineCompressor().compress_sync(WINDOW)
     finally:
