@@ -29,6 +29,7 @@ class DeletedCounts(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     entries: int = 0            # stored entries, of every kind (superseded and merged-away included)
+    rewritten: int = 0          # entries others own that held the subject's words, written again without them
     working_memory: int = 0     # conversations whose working-memory buffer was removed or had turns taken out
     turns: int = 0              # turn texts held in working memory
     queued_turns: int = 0       # turns and flushes in the stream (kept for rebuilds, or not yet ingested)
@@ -37,7 +38,7 @@ class DeletedCounts(BaseModel):
     @property
     def total(self) -> int:
         """Everything counted, in every place."""
-        return self.entries + self.turns + self.queued_turns + self.dead_letters
+        return self.entries + self.rewritten + self.turns + self.queued_turns + self.dead_letters
 
 
 class ForgetResult(Reply):

@@ -335,6 +335,7 @@ export interface ForgetResult {
  */
 export interface DeletedCounts {
   entries: number;
+  rewritten: number;
   working_memory: number;
   turns: number;
   queued_turns: number;
