@@ -1,6 +1,7 @@
 """What a consolidator opens: its FastStream broker (whose one connection also reaches working memory, the streams
-and the lease buckets), BM25 for profiles, over a store its caller shares. No embedding model: the jobs reuse the
-vectors stored with each entry, and Forget and its check need none (a rebuild opens one for its duration)."""
+and the lease buckets), BM25 for profiles, over a store its caller shares. No embedding model at start: the jobs
+reuse the vectors stored with each entry; a forget that finds the person's words in someone else's episode opens
+the ingestors' compressor and embedder to write it again (rewrite.py), and a rebuild opens one for its duration."""
 import contextlib
 import os
 import socket
@@ -12,9 +13,11 @@ from faststream.nats import NatsBroker
 
 from engram_client.contract import ConsolidateRequest, Forget, RebuildReport
 from engram_client.errors import Unavailable
+from shared.consolidation.fence import FencedStore
 from shared.consolidation.forget import Places
 from shared.consolidation.lease import Leases
 from shared.consolidation.requests import forget_then_rescan
+from shared.consolidation.rewrite import Rederive
 from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
 from shared.embedding import Bm25Encoder, embedding_dim
@@ -60,11 +63,14 @@ class ConsolidatorDeps:
             return result
 
         async def consolidate_on(store: Store, tenant: str, request: ConsolidateRequest) -> object:
-            return await leased(tenant, lambda: consolidate(replace(self.consolidation, store=store), tenant, request))
+            return await leased(tenant, lambda: consolidate(replace(self.consolidation, store=FencedStore(store)),
+                                                            tenant, request))
 
         async def forget_on(store: Store, tenant: str, request: Forget) -> object:
-            return await leased(tenant, lambda: forget_then_rescan(replace(self.places, store=store), self.leases,
-                                                                   tenant, request))
+            # Into the new build an episode holding the person's words is deleted, not written again: the build may
+            # embed with another model than this replica's.
+            return await leased(tenant, lambda: forget_then_rescan(replace(self.places, store=store, rederive=None),
+                                                                   self.leases, tenant, request))
 
         async def lock(job: Callable[[], Coroutine[Any, Any, RebuildReport]]) -> RebuildReport | None:
             return await self.leases.run(LOCK, job)
@@ -91,9 +97,10 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
                                                   replicas=replicas)
         publish = events.publisher(nc, settings.subject_prefix)
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
-                        publish=publish, dim=embedding_dim(settings))
-        consolidation = Consolidation(store=store, publish=publish, sparse=Bm25Encoder(settings.bm25_language),
-                                      settings=settings, llm=llm)
+                        publish=publish, dim=embedding_dim(settings), rederive=Rederive(settings, llm))
+        # Its writes are fenced by the tenant's lease (a run that lost it while paused writes nothing more).
+        consolidation = Consolidation(store=FencedStore(store), publish=publish,
+                                      sparse=Bm25Encoder(settings.bm25_language), settings=settings, llm=llm)
         holder = f"{socket.gethostname()}:{os.getpid()}:{name}"
         leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s, replicas)
         yield ConsolidatorDeps(settings=settings, broker=broker, places=places, consolidation=consolidation,

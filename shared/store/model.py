@@ -51,6 +51,11 @@ class MemoryEntry(BaseModel):
     created_at: AwareDatetime
     updated_at: AwareDatetime
     source_turn_ids: list[str] = Field(default_factory=list)
+    # Whose words the entry holds: the user id of every turn it was made from or could quote (a window's context),
+    # so that forgetting a user finds the entries others own that hold their words; and the names they spoke
+    # under, by user id, so that facts stated about them under that name are found too.
+    speaker_ids: list[str] = Field(default_factory=list)
+    speaker_names: dict[str, str] = Field(default_factory=dict)
     importance: float = 0.5
     access_count: int = 0
     last_accessed_at: AwareDatetime | None = None
@@ -140,6 +145,7 @@ class EntryFilter(BaseModel):
     include_merged: bool = True                        # False: leave out entries merged into another
     never_recalled: bool = False                       # True: only entries no recall has returned yet
     without_user: bool = False                         # True: only entries that name no user
+    speaker_ids: list[str] = Field(default_factory=list)  # any of: entries holding words of these users
     updated_since: datetime | None = None              # updated_at >= updated_since
     updated_before: datetime | None = None             # updated_at < updated_before
 

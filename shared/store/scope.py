@@ -46,6 +46,8 @@ def unscoped_conditions(entry_filter: EntryFilter | None) -> list[Condition]:
         out.append(Condition(key="last_accessed_at", op="is_null"))
     if f.without_user:
         out.append(Condition(key=USER_KEY, op="is_null"))
+    if f.speaker_ids:
+        out.append(Condition(key="speaker_ids", op="any", value=list(f.speaker_ids)))
     if f.updated_since or f.updated_before:
         out.append(Condition(key="updated_at", op="range", gte=f.updated_since, lt=f.updated_before))
     return out
@@ -64,7 +66,7 @@ DISTINCT_LIMIT = 10_000_000  # owners listed at once: more than one tenant of on
 # get no graph of their own (`kind` alone would otherwise rebuild the whole collection's graph).
 GRAPH_KEYWORD_INDEXES = (USER_KEY,)
 KEYWORD_INDEXES = (CONVERSATION_KEY, "persons", "kind", "topic", "location", "superseded_by", "merged_into",
-                   "slot_key")
+                   "slot_key", "speaker_ids")
 DATETIME_INDEXES = ("occurred_at", "updated_at")  # updated_at: the owners a scheduled run has work for
 HNSW_M = 0          # no graph over all tenants together
 HNSW_PAYLOAD_M = 16  # per-tenant (and per big user) graphs

@@ -285,11 +285,12 @@ class WorkingMemory:
         await self.index.forget(tenant, conversation_id)
         return int(had_buffer), len(texts)
 
-    async def forget_turns_of(self, tenant: str, conversation_id: str, seqs: set[int]) -> None:
+    async def forget_turns_of(self, tenant: str, conversation_id: str, seqs: set[int]) -> Buffer | None:
         """Take these turns out of the conversation's windows and recent turns, and delete their texts; the rest of
-        the conversation (another person's turns) stays and is written as usual."""
-        _, referred = await self.update(tenant, conversation_id, lambda b: (
+        the conversation (another person's turns) stays and is written as usual. The buffer after."""
+        after, referred = await self.update(tenant, conversation_id, lambda b: (
             buffers.without(b, seqs) if b else None, b.referenced() if b else set()))
         # update() purged the texts the buffer referred to; purge the others here, each once.
         await self.forget_turns(tenant, conversation_id, seqs - referred)
+        return after
 

@@ -4,7 +4,7 @@ import json
 from engram_client import MemoryClient
 from engram_client.contract import Turn
 from services.stack import Running
-from shared.store import Scope
+from shared.store import MemoryEntry, Scope, all_entries
 from tests.support.ids import unique
 from tests.support.memory import store_all, stored_turn_ids
 from tests.support.polling import eventually
@@ -14,6 +14,10 @@ LINES = [("Ana", "I adopted a grey cat called Miso last week."), ("Bo", "Miso is
          ("Ana", "She sleeps on my keyboard every morning."), ("Bo", "Cats always find the warmest spot."),
          ("Ana", "My sister Lena lives in Porto now."), ("Bo", "Porto is beautiful in the spring."),
          ("Ana", "I am allergic to peanuts, so no satay for me."), ("Bo", "Noted, no peanuts at the party.")]
+
+
+BO_LINES = [("Bo", "Bo here: the garden needs watering twice a day in July."), ("Cy", "Use the long green hose."),
+            ("Bo", "The tomatoes finally turned red this week."), ("Cy", "Save me a few for the salad.")]
 
 
 def of(user: str, conversation_id: str, lines: list[tuple[str, str]] = LINES) -> list[Turn]:
@@ -31,7 +35,7 @@ async def test_forgetting_a_user_leaves_nothing_of_theirs_and_everything_else(st
     store = stack.store
     async with await MemoryClient.connect(stack.nats_url, tenant) as client, \
             await MemoryClient.connect(stack.nats_url, other_tenant) as other:
-        await store_all(client, of("ana", "a1") + of("bo", "b1"))
+        await store_all(client, of("ana", "a1") + of("bo", "b1", BO_LINES))
         await store_all(other, of("ana", "a1"))
         # Still in working memory: an open window of Ana's, and a conversation Ana and Bo share.
         bo_in_m1 = conversation([("Bo", "Bo here: I booked the train to Lyon.")], conversation_id="m1", user_id="bo")
@@ -110,3 +114,65 @@ async def test_a_bad_forget_request_gets_a_clear_error(stack: Running) -> None:
                               (b'{"user_id": "a", "tenant_id": "someone_else"}', "forbidden")]:
             reply = await client.raw_request("forget", payload)
             assert reply["error"]["code"] == code, (payload, reply)
+
+
+def spoken(lines: list[tuple[str, str, str]], conversation_id: str) -> list[Turn]:
+    """Turns of (speaker, user id, text), each speaker with their own user id."""
+    turns = conversation([(speaker, text) for speaker, _, text in lines], conversation_id=conversation_id)
+    return [t.model_copy(update={"user_id": user}) for t, (_, user, _) in zip(turns, lines, strict=True)]
+
+
+def trace_of(entry: MemoryEntry, texts: list[str], turn_ids: set[tuple[str, str]]) -> list[str]:
+    """What of Ana's an entry still holds: a sentence of hers, her speaker id or name, one of her source turns."""
+    found = [text for text in texts if text.casefold() in " ".join(entry.text.split()).casefold()]
+    found += [f"speaker {u}" for u in entry.speaker_ids if u == "ana"] + list(entry.speaker_names.get("ana", ""))[:1]
+    found += [f"turn {t}" for t in entry.source_turn_ids if (entry.conversation_id, t) in turn_ids]
+    return found
+
+
+async def test_a_user_forgotten_leaves_no_word_in_entries_others_own_and_the_receipt_counts_them(
+        stack: Running) -> None:
+    """Ana answers in windows Bo opened, is quoted by a later window of Bo's (it opens with a short reply to her), and
+    Bo's two near-identical windows holding her words are merged; she also has a conversation of her own. Forgetting
+    Ana deletes what is filed under her, writes Bo's episodes again without her turns, and then no entry of the
+    tenant, of any kind, superseded and merged-away ones included, holds a sentence of hers, her speaker id or one of
+    her turns; Bo's words are all still there; the receipt's deleted and rewritten counts are exactly the entries
+    that went and the entries whose text changed."""
+    tenant = unique("t")
+    marker = unique("velvet")
+    ana = [f"Ana here: my locker code at the climbing gym is {marker} and nobody else knows it.",
+           "I am moving to Reykjavik in March for a new job at the city aquarium there."]
+    bo_opens = [("Bo", "bo", "Bo here, I finally signed up for the pottery course downtown on Tuesdays."),
+                ("Ana", "ana", ana[0]), ("Bo", "bo", "I promise I will never tell anyone about that code."),
+                ("Ana", "ana", ana[1])]
+    bo_quotes = [("Bo", "bo", "Really?"), ("Bo", "bo", "That is very far away from our pottery course."),
+                 ("Bo", "bo", "We should plan a farewell dinner with the whole pottery group."),
+                 ("Bo", "bo", "I will book the Italian place near the studio for a Friday.")]
+    turns = spoken(bo_opens + bo_quotes, "w1") + spoken(bo_opens, "w3")
+    turns += spoken([("Ana", "ana", "Ana here again. My cat Miso sleeps on my keyboard every single morning."),
+                     ("Ana", "ana", "She is a grey cat and she loves the warm laptop.")], "w2")
+    store = stack.store
+    async with await MemoryClient.connect(stack.nats_url, tenant) as client:
+        await store_all(client, turns)
+        await client.consolidate(jobs=["merge"])
+        before = {e.id: e for e in await all_entries(store, Scope(tenant_id=tenant))}
+        hers = {(t.conversation_id, t.turn_id) for t in turns if t.user_id == "ana"}
+        texts = ana + [t.text for t in turns if t.conversation_id == "w2"]
+        assert any(e.user_id == "bo" and trace_of(e, texts, hers) for e in before.values())
+        assert any("(before: Ana:" in e.text for e in before.values())  # the quote of her turn
+        assert any(e.merged_into for e in before.values()), "Bo's two windows with her words were merged"
+
+        receipt = await client.forget(user_id="ana")
+
+        after = {e.id: e for e in await all_entries(store, Scope(tenant_id=tenant))}
+        left = {e.id: trace_of(e, texts, hers) for e in after.values() if trace_of(e, texts, hers)}
+        assert not left, left
+        assert receipt.verified and receipt.remaining.total == 0, receipt
+        gone = set(before) - set(after)
+        changed = {i for i in after if after[i].text != before[i].text}
+        assert receipt.deleted.entries == len(gone) and receipt.deleted.rewritten == len(changed) >= 3, receipt
+        assert set(after) <= set(before)
+        bo_words = [text for _, _, text in bo_opens + bo_quotes if _ == "Bo" and len(text) > 10]
+        kept = " ".join(" ".join(e.text.split()) for e in after.values())
+        assert all(text in kept for text in bo_words), kept
+        assert all(e.user_id != "ana" for e in after.values())

@@ -172,3 +172,44 @@ async def test_a_mark_only_moves_forward(places: Places) -> None:
     assert await marks.through(tenant, "c1", None) == 10
     await marks.mark(tenant, through_seq=12, conversation_id="c1")
     assert await marks.through(tenant, "c1", "someone") == 12
+
+
+class _MarkedMidway:
+    """Forget marks whose first read misses a forget that lands right after it: the worst moment for an ingestor,
+    between its check of the mark and its append to the buffer."""
+
+    def __init__(self, marks: object, land: object) -> None:
+        self._marks, self._land, self._reads = marks, land, 0
+
+    async def mark(self, tenant: str, **subject: object) -> None:
+        await self._marks.mark(tenant, **subject)  # type: ignore[attr-defined]
+
+    async def through(self, tenant: str, conversation_id: str, user_id: str | None) -> int:
+        self._reads += 1
+        if self._reads == 1:
+            await self._land()  # type: ignore[operator]
+            return 0  # read before the forget wrote its mark
+        return await self._marks.through(tenant, conversation_id, user_id)  # type: ignore[attr-defined,no-any-return]
+
+
+async def test_a_forget_that_lands_between_an_ingestors_check_and_its_append_still_wins(places: Places) -> None:
+    """A user's forget runs to its receipt between the moment an ingestor checks the forget marks for that user's
+    turn and the moment it appends it: the turn does not stay in working memory (the ingestor checks again after
+    appending and takes it out), and another user's turn of the same conversation stays."""
+    tenant, wm = unique("t"), places.working_memory
+    seq = await publish_turns(places, tenant, 2)
+    await accept_turn(wm, tenant=tenant, turn=make_turn("Bo here.", conversation_id="c1", turn_id="bo-1",
+                                                         user_id="bo"), seq=seq - 1, policy=POLICY)
+    receipts = []
+
+    async def land() -> None:
+        receipts.append(await forget(places, tenant, Forget(user_id="ana")))
+
+    wm.forgotten = _MarkedMidway(wm.forgotten, land)  # type: ignore[assignment]
+    after = await accept_turn(wm, tenant=tenant, turn=make_turn("My code is 4471.", conversation_id="c1",
+                                                                turn_id="ana-1", user_id="ana"), seq=seq,
+                              policy=POLICY)
+    assert receipts and receipts[0].verified
+    held = await wm.held_turns(tenant)
+    assert [t.turn_id for t in held["c1"].values()] == ["bo-1"]
+    assert after is not None and len(after.referenced()) == 1
