@@ -83,7 +83,7 @@ async def fill(folder: Path, total: int) -> dict[str, Any]:
     """Fill the tenant with `total` entries; returns seconds and entries per second."""
     rng = np.random.default_rng(11)
     bm25 = Bm25Encoder("english")
-    store = EdgeStore.open(folder, DIM)
+    store = EdgeStore.open(folder, DIM, indexing=True)
     now = datetime.now(UTC) - timedelta(days=1)  # written a day ago: before the last scheduled run, as in a live tenant
     started = time.perf_counter()
     for first in range(0, total, BATCH):
@@ -170,7 +170,7 @@ async def fill_tenants(folder: Path, tenants: int) -> dict[str, Any]:
     """`tenants` tenants (10,000) of a few entries each."""
     rng = np.random.default_rng(17)
     bm25 = Bm25Encoder("english")
-    store = EdgeStore.open(folder, DIM)
+    store = EdgeStore.open(folder, DIM, indexing=True)
     now = datetime.now(UTC)
     total = tenants * SCHEDULER_ENTRIES
     started = time.perf_counter()

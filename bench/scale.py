@@ -165,7 +165,7 @@ async def run(sizes: list[int], settings: Settings, queries: int = QUERIES) -> d
     with tempfile.TemporaryDirectory(prefix="engram-scale-") as tmp:
         folder = Path(tmp) / "edge"
         rss_before = _rss_mb()
-        store = EdgeStore.open(folder, DIM)
+        store = EdgeStore.open(folder, DIM, indexing=True)
         have = 0
         for size in sorted(sizes):
             upsert_s = await _fill(store, bm25, rng, have, size)
@@ -188,7 +188,7 @@ async def run(sizes: list[int], settings: Settings, queries: int = QUERIES) -> d
             await store.close()  # as a restarted service would find it
             service = _service_memory(folder)
             rows.append({**row, "rss_mb": service["rss_mb"], "anon_mb": service["anon_mb"]})
-            store = EdgeStore.open(folder, DIM)
+            store = EdgeStore.open(folder, DIM, indexing=True)
         await store.close()
         smallest = min(sizes)
         local = await ClientStore.open(AsyncQdrantClient(location=":memory:"), "scale", DIM)

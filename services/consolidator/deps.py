@@ -26,7 +26,7 @@ from shared.messaging import connection, events, streams
 from shared.messaging.security import nats_security
 from shared.rebuild.run import LOCK, RebuildDeps, announce_forget
 from shared.settings import Settings
-from shared.store import Store
+from shared.store import Store, builds
 from shared.working_memory import WorkingMemory
 
 
@@ -97,7 +97,8 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
                                                   replicas=replicas)
         publish = events.publisher(nc, settings.subject_prefix)
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
-                        publish=publish, dim=embedding_dim(settings), rederive=Rederive(settings, llm))
+                        publish=publish, dim=embedding_dim(settings), rederive=Rederive(settings, llm),
+                        retired=lambda: builds.drop_retired(settings, store))
         # Its writes are fenced by the tenant's lease (a run that lost it while paused writes nothing more).
         consolidation = Consolidation(store=FencedStore(store), publish=publish,
                                       sparse=Bm25Encoder(settings.bm25_language), settings=settings, llm=llm)

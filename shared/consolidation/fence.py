@@ -106,6 +106,15 @@ class FencedStore:
         await _checked()
         await self.store.upsert(items)
 
+    async def replace(self, items: list[StoredEntry]) -> None:
+        """Replace entries, if the run still holds its lease."""
+        await _checked()
+        await self.store.replace(items)
+
+    async def erase(self) -> None:
+        """As the store's (it writes nothing new)."""
+        await self.store.erase()
+
     async def delete(self, scope: Scope, ids: list[str]) -> int:
         """Delete entries by id, if the run still holds its lease."""
         await _checked()

@@ -17,10 +17,14 @@ fetched before the forget, and a closer deletes the entries of the subject it wa
 check counts what is left in each place and runs a recall and an entries listing scoped to the subject, and for a
 user searches every entry of the tenant for their words (words.py); the pass is repeated (a bounded number of times)
 until the check finds nothing. The receipt says what each pass deleted and rewrote and what the last check found.
+
+Last, the disk: the store vacuums what the passes deleted or rewrote (`Store.erase`), and the builds a rebuild
+replaced are deleted (shared/store/builds.py), so that no rollback brings the subject back. Working memory and the
+streams erase by sequence as they go (no purge leaves a text in a block file).
 """
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -66,6 +70,7 @@ class Places:
     publish: Publish
     dim: int  # of the dense vectors, for the recall check
     rederive: Rederive | None = None  # writes episodes again without a forgotten user's turns; None: deletes them
+    retired: Callable[[], Awaitable[list[str]]] | None = None  # deletes the builds a rebuild replaced
 
 
 async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
@@ -93,6 +98,9 @@ async def forget(places: Places, tenant: str, request: Forget) -> ForgetResult:
         remaining = await _remaining(places, tenant, request, stream, words)
         if remaining == DeletedCounts():
             break
+    await places.store.erase()  # what the passes deleted or rewrote leaves the store's files
+    if places.retired is not None:
+        await places.retired()
     return ForgetResult(deleted=deleted, remaining=remaining, verified=remaining == DeletedCounts())
 
 

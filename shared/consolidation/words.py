@@ -188,5 +188,5 @@ async def _rewrite(store: Store, entry: MemoryEntry, traces: Traces, sources: di
     else:
         update.update(lists)
     written = entry.model_copy(update=update)
-    await store.upsert([StoredEntry(entry=written, vectors=episode.vectors)])
+    await store.replace([StoredEntry(entry=written, vectors=episode.vectors)])
     return written

@@ -11,7 +11,7 @@ Recall keeps answering from the live build throughout. The steps, under a cluste
    apply the forgets answered meanwhile (every replica announces its forgets), then switch atomically;
 5. carry over until nothing is left that the ingestor wrote into the old build before it saw the switch, and apply
    the forgets again.
-The old build is kept (a rollback is a switch back); deleting it is the operator's call.
+The old build is kept for a rollback (a switch back, by hand) until the next forget deletes it.
 """
 import asyncio
 import dataclasses
@@ -160,7 +160,7 @@ async def _rebuild(deps: RebuildDeps, settings: Settings, name: str) -> RebuildR
             if not more:
                 break
         applied = await _forget_all(deps, deps.live, forgets)
-        await builds.retire(deps.live)
+        await builds.retire(settings, deps.live)
         return RebuildReport(into=name, replaced=replaced, window_turns=settings.window_turns,
                              turns_replayed=replay.turns_replayed, turns_left_to_live=replay.turns_left,
                              unreadable=replay.unreadable, windows=windows, entries_written=entries,

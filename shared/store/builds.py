@@ -4,11 +4,19 @@ On a Qdrant server, ENGRAM_COLLECTION names an alias; each build is a collection
 alias in one request, so every replica reads and writes the new build from its next call. On Qdrant Edge (one
 process), each build is a folder; a pointer file names the live one, and the switch repoints it and hands the new
 shard to the running store.
+
+A replaced build is kept for a rollback (a switch back, by hand) until the next forget, which deletes it: a
+rollback would otherwise bring the forgotten person back. The switch marks it retired (a RETIRED file in an Edge
+folder, `engram_retired_at` in a server collection's metadata); a forget deletes what is so marked (an Edge shard
+this process still reads, during a rebuild's carry-over, is marked DOOMED instead and deleted once let go), and a
+live pointer naming a deleted or doomed build is refused at start.
 """
+import asyncio
 import logging
 import math
 import os
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 from qdrant_client import AsyncQdrantClient
@@ -26,6 +34,9 @@ from shared.text import patterns
 log = logging.getLogger("engram.builds")
 BUILD_NAME = patterns.compile(r"^[A-Za-z0-9_-]{1,64}$")
 FIRST_BUILD = "initial"
+RETIRED = "RETIRED"  # in an Edge build's folder: replaced by a switch, kept for a rollback until the next forget
+DOOMED = "DOOMED"    # in a retired Edge build's folder a forget found open: deleted once let go, never live again
+RETIRED_KEY = "engram_retired_at"  # in a server collection's metadata: as RETIRED
 
 
 def _edge_root(settings: Settings) -> Path:
@@ -51,13 +62,25 @@ def live_edge_path(settings: Settings) -> Path:
     """
     pointer = _pointer(settings)
     if not pointer.exists():
-        return _edge_root(settings)
+        root = _edge_root(settings)
+        if not root.exists() and edge_builds(settings).is_dir() and any(edge_builds(settings).iterdir()):
+            raise ConfigError(f"{pointer} is missing and the first build ({root}) was deleted by a forget after a "
+                              "rebuild replaced it: a rollback across a forget is refused; write the name of the "
+                              f"live build (a folder of {edge_builds(settings)}) into {pointer}")
+        return root
     name = pointer.read_text().strip()
     folder = edge_builds(settings) / name
-    if not BUILD_NAME.match(name) or not folder.is_dir():
-        raise ConfigError(f"{pointer} names build {name!r}, which is not a folder of {edge_builds(settings)}; "
-                          "restore it or write the name of the live build into it")
+    if not BUILD_NAME.match(name) or not folder.is_dir() or (folder / DOOMED).exists():
+        raise ConfigError(f"{pointer} names build {name!r}, which is not a folder of {edge_builds(settings)} (a "
+                          "build replaced by a rebuild is deleted by the next forget: a rollback across a forget "
+                          "is refused); restore it or write the name of the live build into it")
     return folder
+
+
+def _edge_folders(settings: Settings) -> list[Path]:
+    """Every Edge build folder: the first one (data_dir/qdrant) and those `engram rebuild` made."""
+    builds = edge_builds(settings)
+    return [_edge_root(settings), *(sorted(p for p in builds.iterdir() if p.is_dir()) if builds.is_dir() else [])]
 
 
 def physical(settings: Settings, name: str) -> str:
@@ -92,9 +115,15 @@ async def _live_collection(settings: Settings, client: AsyncQdrantClient) -> str
 
 async def open_live(settings: Settings, dense_dim: int) -> Store:
     """The store recall reads and the ingestor writes: the alias on a server (made on first use, pointing at the
-    first build), the live folder on Edge."""
+    first build), the live folder on Edge (a build rolled back to, before any forget, is live again: no longer
+    retired)."""
     if not settings.qdrant_url:
-        return EdgeStore.open(live_edge_path(settings), dense_dim)
+        folder = live_edge_path(settings)
+        (folder / RETIRED).unlink(missing_ok=True)
+        for other in _edge_folders(settings):
+            if (other / DOOMED).exists() and other != folder:
+                shutil.rmtree(other, ignore_errors=True)  # a forget doomed it while a rebuild still read it
+        return EdgeStore.open(folder, dense_dim)
     client = server_client(settings)
     try:
         aliases = await _aliases(client)
@@ -143,6 +172,8 @@ async def switch(settings: Settings, live: Store, name: str, built: Store) -> st
             qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=settings.collection)),
             qm.CreateAliasOperation(create_alias=qm.CreateAlias(collection_name=physical(settings, name),
                                                                 alias_name=settings.collection))])
+        if before is not None:
+            await client.update_collection(before, metadata={RETIRED_KEY: datetime.now(UTC).isoformat()})
         return before
     if not isinstance(live, EdgeStore) or not isinstance(built, EdgeStore):
         raise ConfigError("an Edge build can only replace a running Edge store")
@@ -155,7 +186,44 @@ async def switch(settings: Settings, live: Store, name: str, built: Store) -> st
         os.fsync(out.fileno())
     os.replace(temporary, pointer)  # a restart opens the new build (complete by now) ...
     await live.adopt(built)  # ... and from here on every call of this process goes to it
+    (previous / RETIRED).write_text(datetime.now(UTC).isoformat() + "\n")
     return str(previous)
+
+
+async def drop_retired(settings: Settings, live: Store) -> list[str]:
+    """Delete every build a switch replaced (a forget's last step: a rollback to one would bring the forgotten
+    back); the names of those deleted or, on Edge, doomed (still read by this process: deleted when let go)."""
+    if settings.qdrant_url:
+        client = server_client(settings)
+        try:
+            serving = await _live_collection(settings, client)
+            dropped = []
+            for described in (await client.get_collections()).collections:
+                name = described.name
+                if name == serving or not name.startswith(f"{settings.collection}-"):
+                    continue
+                metadata = (await client.get_collection(name)).config.metadata or {}
+                if RETIRED_KEY in metadata:
+                    await client.delete_collection(name)
+                    dropped.append(name)
+            return dropped
+        finally:
+            await client.close()
+    if not isinstance(live, EdgeStore):
+        return []
+    live_folder, still_read = live_edge_path(settings), set(live.retired_paths)
+    dropped = []
+    for folder in _edge_folders(settings):
+        if folder == live_folder or not (folder / RETIRED).exists():
+            continue
+        if folder in still_read:
+            (folder / DOOMED).write_text(datetime.now(UTC).isoformat() + "\n")
+        else:
+            await asyncio.to_thread(shutil.rmtree, folder)
+        dropped.append(folder.name)
+    if dropped:
+        log.info("a forget deleted the retired builds %s (a rollback to them is refused from now on)", dropped)
+    return dropped
 
 
 async def discard(settings: Settings, name: str, built: Store) -> None:
@@ -174,10 +242,15 @@ async def discard(settings: Settings, name: str, built: Store) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def retire(live: Store) -> None:
-    """Let go of what a switch replaced in this process (the old Edge shard; nothing on a server)."""
+async def retire(settings: Settings, live: Store) -> None:
+    """Let go of what a switch replaced in this process (the old Edge shard; nothing on a server), deleting it if
+    a forget doomed it meanwhile."""
     if isinstance(live, EdgeStore):
+        let_go = live.retired_paths
         await live.close_retired()
+        for folder in let_go:
+            if (folder / DOOMED).exists():
+                await asyncio.to_thread(shutil.rmtree, folder, True)
 
 
 async def current(settings: Settings, live: Store) -> Store:

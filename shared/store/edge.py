@@ -1,5 +1,7 @@
 """Qdrant Edge backend: the Qdrant engine in-process, persistent in one folder (one process per folder)."""
 import asyncio
+import json
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,7 +29,20 @@ from shared.store.model import (
     Vectors,
 )
 
-FLUSH_S = 5.0  # as a Qdrant server's flush_interval_sec
+FLUSH_S = 5.0  # as a Qdrant server's flush_interval_sec: a shard with a write-ahead log (made before 0.36)
+log = logging.getLogger("engram.store.edge")
+# What `optimize` does: vacuum any segment holding a deleted entry (so its text leaves the payload pages); build no
+# HNSW index unless asked (`indexing=True`), which at 100,000 entries holds the interpreter for 87 s.
+VACUUM_DELETED_SHARE = 1e-9
+
+
+def _has_wal(path: Path) -> bool:
+    """Whether the shard in `path` was made with a write-ahead log (the engine's default; engram's before 0.36).
+    The engine cannot turn it off afterwards; `engram rebuild` moves memory into a shard without one."""
+    try:
+        return json.loads((path / "edge_config.json").read_text()).get("wal_enabled") is not False
+    except FileNotFoundError:
+        return any(path.glob("segments*"))  # older shards wrote no config file
 
 
 def _iso(value: Any) -> str | None:
@@ -88,25 +103,44 @@ class EdgeStore(ByIdMixin):
     entries, docs/benchmarks.md). Once closed, every call fails `unavailable` (retried) until `adopt` hands it a
     shard.
 
-    Writes are flushed at most every `flush_s` (after the write that finds the last flush that old), as a Qdrant
-    server flushes on its own every 5 s. Until a flush, the space an update frees in the payload storage is not
-    reused: without it, each payload rewrite (a recall's recorded use, a consolidation mark) grew the folder by
-    about 1 KB for good (`python -m bench.store_growth --rewrite-s 60`).
+    The shard keeps no write-ahead log, whose files would hold every text ever written (a deleted person's words
+    too) until 32 MB of later writes rotate them: each write is flushed before it returns, which makes it as
+    durable as the log did (2 ms a write at 20,000 entries), and `erase` vacuums what deletes left in the payload
+    pages. A shard made with a log (before 0.36) keeps it (the engine cannot drop it): its writes are flushed at
+    most every `flush_s`, as a Qdrant server flushes every 5 s. Until a flush, the space an update frees in the
+    payload storage is not reused: without it, each payload rewrite (a recall's recorded use, a consolidation
+    mark) grew the folder by about 1 KB for good (`python -m bench.store_growth --rewrite-s 60`).
     """
 
-    def __init__(self, shard: qe.EdgeShard, path: Path | None = None, flush_s: float = FLUSH_S) -> None:
+    def __init__(self, shard: qe.EdgeShard, path: Path | None = None, flush_s: float = FLUSH_S,
+                 wal: bool = False) -> None:
         self._shard = shard
         self._path = path
+        self.wal = wal
         self._closed = False
         self._write_lock = asyncio.Lock()
-        self._retired: list[qe.EdgeShard] = []  # replaced by `adopt`; closed with the store (reads may be on them)
-        self._flush_s = flush_s
+        self._retired: list[tuple[qe.EdgeShard, Path | None]] = []  # replaced by `adopt`, closed by close_retired
+        self._flush_s = 0.0 if not wal else flush_s
         self._flushed_at = time.monotonic()
 
     @classmethod
-    def open(cls, path: Path, dense_dim: int, flush_s: float = FLUSH_S) -> "EdgeStore":
-        """Open the shard in `path`, creating it (vectors, payload indexes) on first use."""
+    def open(cls, path: Path, dense_dim: int, flush_s: float = FLUSH_S, *, indexing: bool = False,
+             wal: bool = False) -> "EdgeStore":
+        """Open the shard in `path`, creating it (vectors, payload indexes) on first use.
+
+        Args:
+            indexing: `optimize` builds HNSW indexes (benchmarks, bulk loads); otherwise it only vacuums.
+            wal: create a new shard with a write-ahead log, as engram did before 0.36 (tests of such shards).
+        """
+        wal = _has_wal(path) if path.exists() else wal
+        if wal:
+            log.warning("the Qdrant Edge shard in %s keeps a write-ahead log, whose files hold deleted entries' text "
+                        "until later writes rotate them; `engram rebuild` moves memory into a shard without one",
+                        path)
         config = qe.EdgeConfig(
+            wal_enabled=None if wal else False,
+            optimizers=qe.EdgeOptimizersConfig(deleted_threshold=VACUUM_DELETED_SHARE, vacuum_min_vector_number=1,
+                                               indexing_threshold=None if indexing else 0),
             vectors={DENSE: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(
                 modifier=qe.Modifier.Idf, full_scan_threshold=scoping.SPARSE_FULL_SCAN_THRESHOLD)},
@@ -128,7 +162,8 @@ class EdgeStore(ByIdMixin):
         for name, schema in wanted.items():
             if name not in existing:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))
-        return cls(shard, path, flush_s)
+        shard.flush()
+        return cls(shard, path, flush_s, wal)
 
     @property
     def closed(self) -> bool:
@@ -161,6 +196,19 @@ class EdgeStore(ByIdMixin):
         """Insert or replace entries by id."""
         if items:
             await self._write(qe.UpdateOperation.upsert_points([_point(i) for i in items]))
+
+    async def replace(self, items: list[StoredEntry]) -> None:
+        """Write these entries in place of those with their ids. The old versions are deleted first, in the same
+        flush: rewritten in place, an entry's old payload would stay in its segment's pages, which no vacuum
+        copies away as long as the segment holds no deleted entry. A shard with a write-ahead log only upserts (a
+        crash between the two logged operations would lose the entry)."""
+        if not items:
+            return
+        async with self._write_lock:
+            if not self.wal:
+                await self._call(self._shard.update, qe.UpdateOperation.delete_points([i.entry.id for i in items]))
+            await self._call(self._shard.update, qe.UpdateOperation.upsert_points([_point(i) for i in items]))
+            await self._flush_if_due()
 
     @staticmethod
     def _lists(scope: Scope, search: HybridSearch) -> list[dict[str, Any]]:
@@ -280,14 +328,24 @@ class EdgeStore(ByIdMixin):
             await self._write(qe.UpdateOperation.set_payload_by_filter(_filter(scope, EntryFilter(ids=ids)), payload))
 
     async def optimize(self) -> None:
-        """Build indexes now (HNSW, payload) instead of in the background; for benchmarks and bulk loads."""
+        """Run the engine's optimizers now: vacuum segments holding deleted entries and, on a store opened with
+        `indexing`, build HNSW indexes (benchmarks and bulk loads)."""
         async with self._write_lock:
             await self._call(self._shard.optimize)
+            await self._call(self._shard.flush)
+            self._flushed_at = time.monotonic()
+
+    async def erase(self) -> None:
+        """Make what deletes removed leave the shard's files: vacuum the segments that hold deleted entries (their
+        payload pages are copied without them and the old files removed) and flush. 0.25 s at 20,000 entries, 2.6
+        s at 100,000 (a vacuum rebuilds no index). A shard with a write-ahead log still holds the text in its log
+        files (see the class)."""
+        await self.optimize()
 
     def view(self) -> "EdgeStore":
         """Another store over the shard this one serves now, which stays on it after an `adopt` (never close it:
         this store closes the shard)."""
-        return EdgeStore(self._shard, self._path, self._flush_s)
+        return EdgeStore(self._shard, self._path, self._flush_s, self.wal)
 
     async def adopt(self, other: "EdgeStore") -> None:
         """Serve from `other`'s shard from now on: a rebuild's switch (writes in progress finish on the old shard
@@ -296,13 +354,19 @@ class EdgeStore(ByIdMixin):
         async with self._write_lock:
             if not self._closed:
                 await self._call(self._shard.flush)
-                self._retired.append(self._shard)
+                self._retired.append((self._shard, self._path))
             self._shard, self._path, self._closed = other._shard, other._path, False
+            self.wal, self._flush_s = other.wal, other._flush_s
+
+    @property
+    def retired_paths(self) -> list[Path]:
+        """The folders of the shards `adopt` replaced that are still open (a rebuild's carry-over reads them)."""
+        return [path for _, path in self._retired if path is not None]
 
     async def close_retired(self) -> None:
         """Close the shards `adopt` replaced, once nothing reads them any more (a rebuild's carry-over is done)."""
         async with self._write_lock:
-            for shard in self._retired:
+            for shard, _ in self._retired:
                 await run(shard.close)
             self._retired.clear()
 
@@ -315,6 +379,6 @@ class EdgeStore(ByIdMixin):
             self._closed = True  # calls arriving meanwhile are refused, not run against a half-closed shard
             await run(self._shard.flush)
             await run(self._shard.close)
-            for shard in self._retired:
+            for shard, _ in self._retired:
                 await run(shard.close)
             self._retired.clear()

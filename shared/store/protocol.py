@@ -69,5 +69,12 @@ class Store(Protocol):
     async def set_payload(self, scope: Scope, ids: list[str], payload: dict[str, Any]) -> None:
         """Update payload fields of entries inside the scope."""
 
+    async def replace(self, items: list[StoredEntry]) -> None:
+        """Write these entries in place of those with their ids (the ids kept), such that `erase` can take the
+        versions they replace off the disk (a forget rewriting an episode without the forgotten person's words)."""
+
+    async def erase(self) -> None:
+        """Make what deletes and replacements removed leave the disk, as far as the backend can (see each)."""
+
     async def close(self) -> None:
         """Flush and release resources."""

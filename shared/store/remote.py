@@ -138,6 +138,17 @@ class ClientStore(ByIdMixin):
         with _reachable(f"an upsert of {len(points)} entries"):
             await self._client.upsert(self._collection, points=points, wait=True)
 
+    async def replace(self, items: list[StoredEntry]) -> None:
+        """Write these entries in place of those with their ids: an upsert (a Qdrant server writes an updated point
+        anew and marks the old version deleted, for its vacuum)."""
+        await self.upsert(items)
+
+    async def erase(self) -> None:
+        """Nothing the client API can force. A Qdrant server drops deleted points' payload when its vacuum
+        optimizer rewrites their segment (once the collection's `deleted_threshold`, 20% by default, of a segment
+        is deleted) and keeps every operation in its write-ahead log until the log's 32 MB segment is full and
+        flushed; qdrant-client's local mode keeps points in memory or in a SQLite file. See docs/guarantees.md."""
+
     @staticmethod
     def _lists(scope: Scope, search: HybridSearch) -> list[dict[str, Any]]:
         """The dense and the sparse search a hybrid search fuses, as the arguments of a prefetch or a request (one

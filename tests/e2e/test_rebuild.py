@@ -13,6 +13,7 @@ from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import RecallResponse, Turn
 from engram_client.errors import InvalidRequest
 from services.stack import running
+from shared.errors import ConfigError
 from shared.messaging import nats_server
 from shared.settings import Settings
 from shared.store import EntryFilter, Scope, Store, all_entries, builds
@@ -98,11 +99,17 @@ async def test_a_rebuild_with_a_new_window_size_switches_while_recall_answers(tm
                 await client.rebuild("v2", timeout_s=60)
             # forget reaches the retained turns: a rebuild cannot bring the person back.
             await second.forget(user_id=cooking[0].user_id)
+            # ... nor a rollback: the build v2 replaced is deleted with the forget, and rolling back is refused.
+            assert not Path(settings.qdrant_path).exists()
             again = await client.rebuild("v3", timeout_s=120)
             assert again.window_turns == settings.window_turns
             assert await _episodes(state.store, other) == []
         async with running(settings, nats_url=server.url) as restarted:  # the pointer names the live build
             assert sorted(len(e) for e in await _episodes(restarted.store, tenant)) == [1, 2, 2, 2, 2]
+        Path(settings.qdrant_path).with_name("qdrant.live").unlink()  # a rollback to the first build
+        with pytest.raises(ConfigError, match="rollback across a forget is refused"):
+            async with running(settings, nats_url=server.url):
+                pass
     finally:
         server.stop()
 

@@ -16,7 +16,7 @@ def folder_mb(path: Path) -> float:
 async def rewrite(path: Path, flush_s: float) -> float:
     """300 entries of about 1 KB of text, then 1,000 payload rewrites of 10 of them; how much the folder grew."""
     tenant = unique("t")
-    store = EdgeStore.open(path, 4, flush_s=flush_s)
+    store = EdgeStore.open(path, 4, flush_s=flush_s, wal=True)  # a shard with a log flushes every flush_s
     try:
         await store.upsert([item(tenant, [f"e{i}"], dense=[1, 0, 0, 0], terms=[1], text="word " * 200)
                             for i in range(300)])
