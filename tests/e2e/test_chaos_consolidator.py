@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -26,6 +25,7 @@ from engram_client.errors import EngramError
 from tests.support.ids import unique
 from tests.support.memory import memory_without_ids
 from tests.support.polling import eventually
+from tests.support.spare import Spare
 from tests.support.turns import conversation
 
 MAY = datetime(2024, 5, 6, 10, 0, tzinfo=UTC)
@@ -60,7 +60,8 @@ def turns_of(tenant_users: int) -> list[Turn]:
 
 
 class EngramProcess:
-    """`engram up` in its own process, started and SIGKILLed at will, on one data folder."""
+    """`engram up` in its own process, started and SIGKILLed at will, on one data folder. The process for the next
+    start is made (and does its imports) while the current one runs (tests/support/spare.py)."""
 
     def __init__(self, folder: Path, nats_url: str) -> None:
         self.folder, self.log = folder, folder / "engram.log"
@@ -69,14 +70,13 @@ class EngramProcess:
                     "ENGRAM_IDLE_TIMEOUT_S": "2", "ENGRAM_LEASE_TTL_S": "2",
                     "ENGRAM_CONSOLIDATE_INTERVAL_S": "1e9"}  # no scheduled run: only the ones the test asks for
         self.proc: subprocess.Popen[bytes] | None = None
+        self.spare: Spare | None = None
         self.starts = 0
 
-    async def start(self) -> None:
-        """Start it and wait until it says it is up."""
+    async def start(self, again: bool = True) -> None:
+        """Start it and wait until it says it is up; `again`: it will be started once more after this one."""
         offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "services.cli", "up"], env=self.env, stdout=out,
-                                         stderr=subprocess.STDOUT)
+        self.proc = (self.spare or Spare(["up"], self.env, self.log)).run()
         self.starts += 1
         proc = self.proc
 
@@ -85,6 +85,7 @@ class EngramProcess:
             return b"engram is up" in self.log.read_bytes()[offset:]
 
         await eventually(up, timeout_s=120)
+        self.spare = Spare(["up"], self.env, self.log) if again else None
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, the lease is neither renewed nor given back."""
@@ -93,7 +94,10 @@ class EngramProcess:
         self.proc.wait()
 
     def stop(self) -> None:
-        """SIGTERM, as an orchestrator stops it."""
+        """SIGTERM, as an orchestrator stops it (and end the spare, never started)."""
+        if self.spare is not None:
+            self.spare.discard()
+            self.spare = None
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -179,7 +183,7 @@ async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(t
     """A tenant whose consolidation is SIGKILLed mid-job three times and then run to the end has the same memory as a
     tenant consolidated once cleanly, loses and doubles no turn, and a further run changes nothing."""
     crashed, clean = unique("crashed"), unique("clean")
-    turns = turns_of(tenant_users=6)
+    turns = turns_of(tenant_users=4)
     async with engram(tmp_path, nats_url) as process:
         for tenant in (crashed, clean):
             async with await MemoryClient.connect(nats_url, tenant, timeout_s=30) as client:
@@ -192,7 +196,7 @@ async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(t
         announced = []
         for nth in KILL_AT_CHANGE:
             announced.append(await kill_at_change(process, nats_url, crashed, nth))
-            await process.start()
+            await process.start(again=nth != KILL_AT_CHANGE[-1])
         async with await MemoryClient.connect(nats_url, crashed, timeout_s=60) as client:
             final = await consolidate_until_done(client)
             again = await client.consolidate()

@@ -2,7 +2,6 @@
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,16 +15,17 @@ from shared.working_memory import WorkingMemory
 from tests.support.ids import unique
 from tests.support.memory import stored_turn_ids
 from tests.support.polling import eventually
+from tests.support.spare import Spare
 from tests.support.turns import conversation
 
 
-def start_ingestor(nats_url: str, data_dir: Path, log: Path) -> subprocess.Popen[bytes]:
+def spare_ingestor(nats_url: str, data_dir: Path, log: Path) -> Spare:
+    """An ingestor process that has done its imports and starts when told: the next one is made while the current
+    one runs, so a restart after a SIGKILL takes its real start only (tests/support/spare.py)."""
     env = {**os.environ, "ENGRAM_NATS_URL": nats_url, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_HTTP_PORT": "0",
            "ENGRAM_SEAL_GRACE_S": "1", "ENGRAM_ACK_WAIT_S": "2", "ENGRAM_SWEEP_INTERVAL_S": "0.2",
            "ENGRAM_IDLE_TIMEOUT_S": "600", "ENGRAM_FETCH_BATCH": "8"}
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "services.cli", "ingestor"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+    return Spare(["ingestor"], env, log)
 
 
 async def consumer_progress(js: nats.js.JetStreamContext, tenant: str) -> tuple[int, int, int]:
@@ -51,7 +51,8 @@ async def test_sigkill_mid_window_loses_nothing_and_stores_nothing_twice(nats_ur
     js = nc.jetstream()
     # The tenant's stream made up front, as `engram tenants add` does: its consumer appears once an ingestor runs.
     await streams.ensure_tenant(js, "mem", tenant, streams.TurnsLimits())
-    proc = start_ingestor(nats_url, data_dir, log)
+    proc = spare_ingestor(nats_url, data_dir, log).run()
+    spare: Spare | None = spare_ingestor(nats_url, data_dir, log)  # for the first restart
     kills = 0
     try:
         await eventually(lambda: consumer_progress(js, tenant), lambda p: p[1] >= 0, timeout_s=60)
@@ -68,7 +69,9 @@ async def test_sigkill_mid_window_loses_nothing_and_stores_nothing_twice(nats_ur
                     # Publishing goes on while the ingestor is down: turns wait in the stream.
                     for extra in order[i + 1:i + 6]:
                         await client.publish_turn(extra)
-                    proc = start_ingestor(nats_url, data_dir, log)
+                    assert spare is not None
+                    proc = spare.run()
+                    spare = spare_ingestor(nats_url, data_dir, log) if kills < 3 else None
                 # Republishing is harmless: JetStream drops the duplicate by its Nats-Msg-Id.
                 if i % 7 == 0:
                     await client.publish_turn(turn)
@@ -88,6 +91,8 @@ async def test_sigkill_mid_window_loses_nothing_and_stores_nothing_twice(nats_ur
 
         await eventually(settled, timeout_s=120, interval_s=0.5)
     finally:
+        if spare is not None:
+            spare.discard()
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
