@@ -80,8 +80,10 @@ async def stack(server: LlamaServer, tmp_path_factory: pytest.TempPathFactory,
         # A 135M model on two cores answers in seconds; nothing here should time out or retry.
         "llm_timeout_s": 120.0, "llm_max_retries": 0, "llm_max_concurrency": 1, "llm_max_output_tokens": 128,
         "deep_deadline_s": 240.0, "deep_max_rounds": 1,
-        # Windows close on flush only, and the English chat's four turns outgrow the summary budget.
-        "idle_timeout_s": 600.0, "summary_token_budget": 50, "summary_max_words": 30})
+        # One window of both chats' seven turns, closed on flush only: one compress and one facts call (each costs
+        # tens of seconds of a CPU's prompt processing), and the turns outgrow the summary budget.
+        "window_turns": len(ENGLISH) + len(CHINESE), "idle_timeout_s": 600.0, "summary_token_budget": 50,
+        "summary_max_words": 30})
     nats = nats_server.start(folder / "nats")
     try:
         async with running(settings, nats_url=nats.url) as state:
@@ -105,11 +107,11 @@ async def test_every_purpose_reaches_the_real_model_and_none_ends_in_an_error(
     start = datetime(2024, 5, 8, 10, 0, tzinfo=UTC)
     try:
         async with await MemoryClient.connect(stack.nats_url, unique("tenant"), timeout_s=300) as client:
-            english, chinese = unique("c"), unique("c")
-            await _ingest(client, conversation(ENGLISH, conversation_id=english, start=start), english)
-            await _ingest(client, conversation(CHINESE, conversation_id=chinese, start=start), chinese)
+            # English, then Chinese, in one conversation: the model reads both in one window.
+            chat = unique("c")
+            await _ingest(client, conversation(ENGLISH + CHINESE, conversation_id=chat, start=start), chat)
             # Working memory past its budget: the recall folds older turns, and the model's summary follows.
-            folded = await client.recall("Porto", conversation_id=english, include_working_memory=True)
+            folded = await client.recall("Porto", conversation_id=chat, include_working_memory=True)
             assert folded.working_memory_summary, folded
             for deps in stack.retriever_deps:
                 await deps.summarizer.settle()
