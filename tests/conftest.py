@@ -18,7 +18,7 @@ from shared.retrieval import Retrieval
 from shared.settings import Settings
 from shared.store import EdgeStore
 from tests.support.plain import LocomoMemory
-from tests.support.xdist import module_scheduling
+from tests.support.xdist import module_scheduling, slow_first
 
 
 @pytest.fixture(autouse=True)
@@ -44,6 +44,11 @@ def _no_qdrant_version_check(monkeypatch: pytest.MonkeyPatch) -> None:
 def settings(tmp_path: Path) -> Settings:
     """Settings with every folder under the test's own tmp_path."""
     return Settings(data_dir=tmp_path / "data", nats_port=0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On pytest-xdist workers the slow modules come first, to be handed out first (tests/support/xdist.py)."""
+    slow_first(config, items)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

@@ -28,8 +28,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The image's build overlaps the other tests: run in one process, the image test runs last and the build starts
     in a thread when it is collected; on pytest-xdist workers it is handed out first, and its worker waits for the
     build while the others run the rest."""
-    worker = is_worker(config)
-    items.sort(key=lambda item: (item.path.name == IMAGE_TEST) != worker)  # stable: the rest keep their order
+    if not is_worker(config):  # on workers, tests/support/xdist.py's slow_first puts it first
+        items.sort(key=lambda item: item.path.name == IMAGE_TEST)  # stable: the rest keep their order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
