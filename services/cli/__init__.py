@@ -1,10 +1,10 @@
-"""The `engram` command: run the services, ingest files, recall, inspect entries, a demo, the evaluation and the MCP
-server."""
+"""The `engram` command: run the services, ingest files, recall, inspect entries, export and import memory, a demo,
+the evaluation and the MCP server."""
 import os
 
 import typer
 
-from services.cli import certs, commands, demo, docs, evaluate, mcp_command, serve, tenants
+from services.cli import certs, commands, demo, docs, evaluate, mcp_command, serve, tenants, transfer
 
 app = typer.Typer(help="engram: conversational memory over NATS and Qdrant.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -12,6 +12,8 @@ for command in (serve.up, serve.ingestor, serve.retriever, serve.consolidator, c
                 commands.entries, commands.forget, commands.consolidate, commands.rebuild, commands.contract,
                 demo.demo, mcp_command.mcp, certs.certs):
     app.command()(command)
+app.command("export")(transfer.export)
+app.command("import")(transfer.import_file)
 app.add_typer(evaluate.app, name="eval")
 app.add_typer(docs.app, name="docs")
 app.add_typer(tenants.app, name="tenants")

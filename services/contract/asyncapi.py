@@ -138,7 +138,8 @@ def asyncapi(settings: Settings | None = None) -> dict[str, Any]:
         component_messages[rr.request.name] = _message(rr.request)
         component_messages[rr.reply.name] = _message(rr.reply, "ReplyHeaders")
         reply_key = f"{rr.kind}Reply"
-        channels[rr.kind] = {"address": getattr(subjects, rr.kind)(PREFIX), "title": rr.kind,
+        address = getattr(subjects, rr.kind, None) or getattr(subjects, f"{rr.kind}_")  # `import` is a keyword
+        channels[rr.kind] = {"address": address(PREFIX), "title": rr.kind,
                              "description": rr.summary + ". Request-reply.", "parameters": tenant,
                              "messages": {rr.request.name: _ref("components", "messages", rr.request.name)}}
         channels[reply_key] = {

@@ -16,9 +16,14 @@ from engram_client.contract import (
     EntryCreated,
     EntrySuperseded,
     EventKind,
+    ExportLine,
+    ExportPage,
+    ExportRequest,
     Flush,
     Forget,
     ForgetResult,
+    ImportRequest,
+    ImportResult,
     RecallRequest,
     RecallResponse,
     Reply,
@@ -39,7 +44,7 @@ from shared.messaging import deadletter
 
 # Re-exported for the other contract modules, so that only this one imports the contract and its errors.
 __all__ = [
-    "ERROR_CLASSES", "ERROR_REPLY", "EVENTS", "FLUSH", "HEADER_MODELS", "REQUESTS", "RESERVED_TENANT",
+    "ERROR_CLASSES", "ERROR_REPLY", "EVENTS", "EXPORT_LINE", "FLUSH", "HEADER_MODELS", "REQUESTS", "RESERVED_TENANT",
     "RETRY_AFTER_HEADER", "SCHEMA_VERSION", "TENANT_PATTERN", "TURN", "DeadLetterHeaders", "ErrorReply", "EventKind",
     "Message", "ReplyHeaders", "RequestReply", "TurnHeaders", "messages",
 ]
@@ -143,11 +148,22 @@ REQUESTS = [
                  Message(ConsolidateRequest, "in", "Run the consolidation jobs now"),
                  Message(ConsolidationSummary, "out", "What the run changed"),
                  "Run the consolidation jobs for the tenant (or one user) now"),
+    RequestReply("export", "consolidator",
+                 Message(ExportRequest, "in", "Ask for a page of everything engram holds of the tenant or one user"),
+                 Message(ExportPage, "out", "A page of entries (every kind and state) or of working-memory turns"),
+                 "Export the tenant's or one user's memory, page by page"),
+    RequestReply("import", "consolidator",
+                 Message(ImportRequest, "in", "Load a batch of an export file's lines into the tenant"),
+                 Message(ImportResult, "out", "What was written, and what was there already"),
+                 "Import a batch of an export file (operators only: exported to no tenant's NATS account)"),
 ]
+# Not a message on the wire: the line of an export file, the format `engram export` writes and `engram import` reads.
+EXPORT_LINE = Message(ExportLine, "in", "One line of an export file")
 HEADER_MODELS: list[type[BaseModel]] = [TurnHeaders, ReplyHeaders, DeadLetterHeaders]
 
 
 def messages() -> list[Message]:
     """Every message of the contract, each once."""
-    found = [TURN, FLUSH, *(m for r in REQUESTS for m in (r.request, r.reply)), ERROR_REPLY, *EVENTS.values()]
+    found = [TURN, FLUSH, *(m for r in REQUESTS for m in (r.request, r.reply)), ERROR_REPLY, *EVENTS.values(),
+             EXPORT_LINE]
     return found

@@ -146,7 +146,8 @@ KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]
     (recall_context_tokens, [(mode,) for mode in MODES]),
     (requests_total, [(service, subject, outcome) for service, subject in (
         ("retriever", "recall"), ("retriever", "entries"), ("consolidator", "consolidate"),
-        ("consolidator", "forget")) for outcome in ("ok", *ERROR_CODES)]),
+        ("consolidator", "forget"), ("consolidator", "export"), ("consolidator", "import"))
+        for outcome in ("ok", *ERROR_CODES)]),
     (tenant_limited_total, [("recall",), ("entries",)]),
     (replies_refused_total, [("retriever",), ("consolidator",), ("provision",)]),
     (quota_refusals_total, [("recall",), ("requests",)]),

@@ -1,7 +1,7 @@
 """The NATS accounts configuration of a deployment, rendered from the tenants registry.
 
 One account per tenant, holding its product's user: a product reaches engram only through what engram's account
-exports to its account alone (its six request and JetStream subjects as services, its events and dead letters as
+exports to its account alone (its seven request and JetStream subjects as services, its events and dead letters as
 streams), so any reply subject it names lies in its own account, and nothing it publishes can touch engram's streams,
 buckets or another tenant. engram's services live in the ENGRAM account with JetStream; the products' accounts have
 none. The account limits (connections, subscriptions, payload) are NATS's to enforce. Config accounts rather than
@@ -16,7 +16,10 @@ from shared.tenancy.quotas import Quota
 from shared.tenancy.registry import Registry
 
 ENGRAM_ACCOUNT, SYSTEM_ACCOUNT = "ENGRAM", "SYS"
-REQUEST_KINDS = ("recall", "entries", "forget", "consolidate")
+# A product may export its own tenant's memory (a person's copy of their data), never import into it: an import
+# writes entries as they are, with the ids, times and scores the file gives, past the ingestors' compression and
+# rates, so it is an operator's (`mem.<tenant>.import` is served, and exported to no tenant's account).
+REQUEST_KINDS = ("recall", "entries", "forget", "consolidate", "export")
 
 # What engram's services publish and subscribe: consume the turns streams, read and write the working-memory and
 # consolidation buckets, manage streams and consumers ($JS.API), ack ($JS.ACK), answer flow control ($JS.FC),

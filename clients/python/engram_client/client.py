@@ -7,7 +7,8 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
@@ -17,7 +18,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError, NoStreamResponseError
 from pydantic import BaseModel
 
-from engram_client import connection, subjects, tracing
+from engram_client import connection, portable, subjects, tracing
 from engram_client.contract import (
     ConsolidateRequest,
     ConsolidationJob,
@@ -26,9 +27,14 @@ from engram_client.contract import (
     EntriesResponse,
     Event,
     EventKind,
+    ExportHeader,
+    ExportPage,
+    ExportRequest,
     Flush,
     Forget,
     ForgetResult,
+    ImportRequest,
+    ImportResult,
     RebuildReport,
     RebuildRequest,
     RecallRequest,
@@ -244,6 +250,34 @@ class MemoryClient:
         request = ConsolidateRequest(user_id=user_id, jobs=jobs or [])
         return await self._request(subjects.consolidate(self._prefix, self.tenant), request, ConsolidationSummary,
                                    timeout_s)
+
+    @property
+    def max_payload(self) -> int:
+        """The largest message the NATS server takes (its max_payload), in bytes."""
+        return int(self._nc.max_payload)
+
+    async def export_page(self, request: ExportRequest) -> ExportPage:
+        """One page of an export (see export_to, which reads them all)."""
+        return await self._request(subjects.export(self._prefix, self.tenant), request, ExportPage)
+
+    async def export_to(self, out: TextIO, *, user_id: str | None = None,
+                        on_progress: portable.OnProgress | None = None) -> ExportHeader:
+        """Write everything engram holds about the tenant (or one user) to `out` as a JSON Lines export file: a header,
+        every entry of every kind with its history and sources, and the turns still in working memory (no vectors).
+        Returns the header."""
+        return await portable.export_to(self, out, user_id=user_id, on_progress=on_progress)
+
+    async def import_batch(self, request: ImportRequest, timeout_s: float = 120.0) -> ImportResult:
+        """Import one batch of an export file's lines (see import_from). Operators only: a tenant's own NATS account
+        cannot reach the import subject."""
+        return await self._request(subjects.import_(self._prefix, self.tenant), request, ImportResult, timeout_s)
+
+    async def import_from(self, path: Path, *, map_tenant: bool = False,
+                          on_progress: portable.OnProgress | None = None) -> ImportResult:
+        """Load an export file into this tenant, every line checked first; entries keep their ids and are embedded by
+        the receiving engram, working-memory turns go to working memory, and a second import changes nothing. A file
+        of another tenant is refused unless `map_tenant`."""
+        return await portable.import_from(self, path, map_tenant=map_tenant, on_progress=on_progress)
 
     async def rebuild(self, into: str, *, window_turns: int | None = None,
                       timeout_s: float = 3600.0) -> RebuildReport:

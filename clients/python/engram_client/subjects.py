@@ -38,6 +38,17 @@ def consolidate(prefix: str, tenant: str | None = None) -> str:
     return _subject(prefix, tenant, "consolidate")
 
 
+def export(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.export`: request-reply, a page of everything engram holds about the tenant or one user."""
+    return _subject(prefix, tenant, "export")
+
+
+def import_(prefix: str, tenant: str | None = None) -> str:
+    """`<prefix>.<tenant>.import`: request-reply, load a batch of an export file into the tenant. Operators only: no
+    tenant's NATS account imports it (shared/tenancy/accounts.py)."""
+    return _subject(prefix, tenant, "import")
+
+
 def events(prefix: str, tenant: str | None = None, kind: EventKind | None = None) -> str:
     """`<prefix>.<tenant>.events.<kind>`; with kind None, the `>` wildcard of all kinds."""
     return _subject(prefix, tenant, "events", kind or ">")

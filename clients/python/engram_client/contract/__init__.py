@@ -47,15 +47,28 @@ from engram_client.contract.recall import (
     RecallResponse,
     Timings,
 )
+from engram_client.contract.transfer import (
+    EXPORT_FORMAT,
+    EXPORT_FORMAT_VERSION,
+    ExportedEntry,
+    ExportedTurn,
+    ExportHeader,
+    ExportLine,
+    ExportPage,
+    ExportPart,
+    ExportRequest,
+    ImportRequest,
+    ImportResult,
+)
 from engram_client.contract.turns import Flush, Role, Turn
 
 __all__ = [
-    "EVENT_TYPES", "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "MAX_TOKEN_BUDGET", "SCHEMA_VERSION",
-    "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary", "ContractModel", "DeepTrace",
-    "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest", "EntriesResponse", "EntryCreated",
-    "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind", "Explanation", "Flush",
-    "Forget", "ForgetResult", "PlannedSearch", "RebuildReport", "RebuildRequest", "RecallFilters", "RecallRequest",
-    "RecallResponse", "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id",
-    "parse_event",
-    "validate_tenant",
+    "EVENT_TYPES", "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS",
+    "MAX_TOKEN_BUDGET", "SCHEMA_VERSION", "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary",
+    "ContractModel", "DeepTrace", "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest",
+    "EntriesResponse", "EntryCreated", "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind",
+    "Explanation", "ExportHeader", "ExportLine", "ExportPage", "ExportPart", "ExportRequest", "ExportedEntry",
+    "ExportedTurn", "Flush", "Forget", "ForgetResult", "ImportRequest", "ImportResult", "PlannedSearch",
+    "RebuildReport", "RebuildRequest", "RecallFilters", "RecallRequest", "RecallResponse", "RecalledEntry", "Reply",
+    "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id", "parse_event", "validate_tenant",
 ]
