@@ -34,7 +34,7 @@ LAYERS: dict[str, int] = {
     "shared.compress": 4, "shared.working_memory": 4,
     "shared.consolidation": 5,
     "shared.ingest": 6, "shared.retrieval": 6,
-    "shared.rebuild": 7, "shared.evaluation": 7,
+    "shared.rebuild": 7, "shared.evaluation": 7, "shared.transfer": 7,
     "services": 8,
 }
 
