@@ -13,7 +13,7 @@ import qdrant_edge as qe
 from engram_client.errors import Unavailable
 from shared.store import scope as scoping
 from shared.store.edge_calls import engine_errors, run
-from shared.store.hits import ByIdMixin, dense_of, to_hits
+from shared.store.hits import TIE_MARGIN, ByIdMixin, dense_of, fuse, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -73,17 +73,6 @@ def _scope_idf(scope: Scope, corpus: EntryFilter | None = None) -> qe.SearchPara
     # leaks, anyone else's words, and the engine counts a small scope's terms directly instead of walking
     # every posting list of the collection (0.45 → 0.10 ms at 1M entries).
     return qe.SearchParams(idf=qe.IdfParams(corpus=_filter(scope, corpus)))
-
-
-def _rescored(fused: qe.Prefetch, boosts: Sequence[Boost], flt: qe.Filter, limit: int,
-              with_vectors: bool) -> qe.QueryRequest:
-    # score × (1 + Σ weight × [any condition holds]), over the fused candidates
-    e = qe.Expression
-    terms = [e.Mult([e.Constant(b.weight), e.Condition(qe.Filter(should=[_condition(c) for c in b.any_of]))])
-             for b in boosts]
-    formula = qe.Formula(e.Mult([e.Variable("$score"), e.Sum([e.Constant(1.0), *terms])]))
-    return qe.QueryRequest(limit=limit, query=formula, prefetches=[fused], filter=flt, with_payload=True,
-                           with_vector=[DENSE] if with_vectors else False)
 
 
 def _point(item: StoredEntry) -> qe.Point:
@@ -211,55 +200,38 @@ class EdgeStore(ByIdMixin):
             await self._flush_if_due()
 
     @staticmethod
-    def _lists(scope: Scope, search: HybridSearch) -> list[dict[str, Any]]:
-        """The dense and the sparse search a hybrid search fuses, as the arguments of a prefetch or a request (one
-        place, so that an explained rank is the rank the fusion saw)."""
+    def _searches(scope: Scope, search: HybridSearch, with_vectors: bool = False) -> list[qe.QueryRequest]:
+        """The dense and the sparse search a hybrid search fuses (hits.fuse), a few more hits each than it keeps."""
         flt = _filter(scope, search.entry_filter)
         vectors = search.vectors
         sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
-        return [{"limit": search.prefetch_limit, "query": qe.Query.Nearest(list(vectors.dense), using=DENSE),
-                 "filter": flt},
-                {"limit": search.prefetch_limit, "query": qe.Query.Nearest(sparse, using=SPARSE), "filter": flt,
-                 "params": _scope_idf(scope, search.idf_corpus)}]
-
-    @classmethod
-    def _hybrid(cls, scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qe.QueryRequest:
-        flt = _filter(scope, search.entry_filter)
-        searches = [qe.Prefetch(**arguments) for arguments in cls._lists(scope, search)]
-        if search.boosts:
-            fused_stage = qe.Prefetch(limit=max(search.limit, search.candidates),
-                                      query=qe.Fusion.Rrf(k=search.rrf_k),  # type: ignore[arg-type]
-                                      filter=flt, prefetches=searches)
-            return _rescored(fused_stage, search.boosts, flt, search.limit, with_vectors)
-        return qe.QueryRequest(limit=search.limit, query=qe.Fusion.Rrf(k=search.rrf_k),  # type: ignore[arg-type]
-                               filter=flt, with_payload=True, with_vector=[DENSE] if with_vectors else False,
-                               prefetches=searches)
-
-    @classmethod
-    def _alone(cls, scope: Scope, search: HybridSearch) -> list[qe.QueryRequest]:
-        """The search's dense and sparse prefetches run on their own, for their ranks and scores."""
-        return [qe.QueryRequest(**arguments) for arguments in cls._lists(scope, search)]
+        limit, vector = search.prefetch_limit + TIE_MARGIN, [DENSE] if with_vectors else False
+        return [qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE), filter=flt,
+                                with_payload=True, with_vector=vector),
+                qe.QueryRequest(limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
+                                with_payload=True, with_vector=vector, params=_scope_idf(scope, search.idf_corpus))]
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
                            candidates: int = 0, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
-        """Dense and sparse prefetch, fused by RRF in the engine, then boosted there, all under the scope's filter."""
+        """Dense and sparse search under the scope's filter in one engine call, fused by RRF and boosted in
+        hits.fuse (every tie in id order)."""
         search = HybridSearch(vectors=vectors, limit=limit, entry_filter=entry_filter, prefetch_limit=prefetch_limit,
                               rrf_k=rrf_k, boosts=list(boosts), candidates=candidates)
-        requests = [self._hybrid(scope, search, with_vectors)] + (self._alone(scope, search) if explain else [])
-        results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(requests))
-        return to_hits(results[0], results[1:], with_vectors)
+        dense, sparse = await self._read(self._shard.query_batch,
+                                         qe.QueryBatchRequest(self._searches(scope, search, with_vectors)))
+        return fuse(dense, sparse, search, explain, with_vectors)
 
     async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch],
                            explain: bool = False) -> list[list[ScoredEntry]]:
         """Several hybrid searches in one engine call, each under the scope's filter (with ranks when explained)."""
         if not searches:
             return []
-        per = 3 if explain else 1
-        requests = [r for s in searches for r in [self._hybrid(scope, s)] + (self._alone(scope, s) if explain else [])]
-        results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(requests))
-        return [to_hits(results[i], results[i + 1:i + per], with_vectors=False) for i in range(0, len(results), per)]
+        results = await self._read(self._shard.query_batch, qe.QueryBatchRequest(
+            [r for s in searches for r in self._searches(scope, s)]))
+        return [fuse(results[2 * i], results[2 * i + 1], search, explain, with_vectors=False)
+                for i, search in enumerate(searches)]
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
@@ -272,7 +244,7 @@ class EdgeStore(ByIdMixin):
             sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
             request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
                                       with_payload=True, params=_scope_idf(scope))
-        return to_hits(await self._read(self._shard.query, request), [], with_vectors=False)
+        return to_hits(await self._read(self._shard.query, request))
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None, with_vectors: bool = False) -> Page:

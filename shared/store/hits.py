@@ -1,7 +1,16 @@
 """What both backends share once the engine has answered: hits with their per-search ranks, get via scroll."""
 from typing import Any, Protocol
 
-from shared.store.model import DENSE, EntryFilter, MemoryEntry, Page, Scope, ScoredEntry
+from shared.store.model import (
+    DENSE,
+    Condition,
+    EntryFilter,
+    HybridSearch,
+    MemoryEntry,
+    Page,
+    Scope,
+    ScoredEntry,
+)
 
 
 class _Point(Protocol):
@@ -17,21 +26,73 @@ def dense_of(vector: Any) -> list[float]:
     return [float(x) for x in found] if found is not None else []
 
 
-def to_hits(fused: list[Any], per_search: list[list[Any]], with_vectors: bool) -> list[ScoredEntry]:
-    """Scored entries from a fused result, with ranks and scores from the dense and sparse results (if run)."""
-    ranks = [{str(p.id): (rank, float(p.score)) for rank, p in enumerate(points, start=1)} for points in per_search]
+# How many more hits each search asks the engine for than the fusion keeps: equal scores (two entries with the same
+# BM25 score are common) come back from the engine in no fixed order, and the rank one gets decides its fused score.
+# Within what comes back, ties are ordered by id here.
+TIE_MARGIN = 10
+
+
+def _settled(points: list[Any], keep: int) -> list[Any]:
+    """The best `keep` of a search's points by score, equal scores by id."""
+    return sorted(points, key=lambda p: (-float(p.score), str(p.id)))[:keep]
+
+
+def _holds(entry: MemoryEntry, condition: Condition) -> bool:
+    """Whether a boost's condition holds on an entry (as the engine's payload match would)."""
+    value = getattr(entry, condition.key, None)
+    if condition.op == "any":
+        found = value if isinstance(value, list) else [value]
+        return any(v in found for v in condition.value)
+    if condition.op == "eq":
+        return condition.value in value if isinstance(value, list) else value == condition.value
+    if condition.op == "range":
+        return value is not None and ((condition.gte is None or value >= condition.gte)
+                                      and (condition.lte is None or value <= condition.lte)
+                                      and (condition.lt is None or value < condition.lt))
+    if condition.op == "ids":
+        return entry.id in condition.value
+    return value is None or value == []
+
+
+def fuse(dense: list[Any], sparse: list[Any], search: HybridSearch, explain: bool,
+         with_vectors: bool) -> list[ScoredEntry]:
+    """A hybrid search's hits from its dense and sparse results (each asked for `prefetch_limit + TIE_MARGIN`):
+    reciprocal rank fusion (1 / (rrf_k + rank - 1) from each search, as Qdrant computes it), the best
+    `max(limit, candidates)` of it boosted (score × (1 + the weight of each boost with a condition that holds)),
+    the best `limit` kept. Done here rather than in the engine so that every tie is ordered by id: the same
+    question gets the same hits in the same order every time, and from every store holding the same entries (the
+    engine's fusion answered LoCoMo questions in other orders from one ask to the next, and from an imported copy:
+    two entries with the same BM25 score took ranks 3 and 4 in one store, 4 and 3 in the other)."""
+    lists = [_settled(dense, search.prefetch_limit), _settled(sparse, search.prefetch_limit)]
+    ranks = [{str(p.id): (rank, float(p.score)) for rank, p in enumerate(points, start=1)} for points in lists]
+    points: dict[str, Any] = {}
+    vectors: dict[str, list[float]] = {}
+    for found in lists:
+        for point in found:
+            points.setdefault(str(point.id), point)
+            if with_vectors and dense_of(point.vector):
+                vectors.setdefault(str(point.id), dense_of(point.vector))
+    fused = {pid: sum(1.0 / (search.rrf_k + by[pid][0] - 1) for by in ranks if pid in by) for pid in points}
+    pool = sorted(fused, key=lambda pid: (-fused[pid], pid))[:max(search.limit, search.candidates)]
+    entries = {pid: MemoryEntry.from_point(pid, points[pid].payload or {}) for pid in pool}
+    scores = {pid: fused[pid] * (1 + sum(b.weight for b in search.boosts
+                                         if any(_holds(entries[pid], c) for c in b.any_of)))
+              for pid in pool}
     out = []
-    for point in fused:
-        pid = str(point.id)
-        dense_hit = ranks[0].get(pid) if ranks else None
-        sparse_hit = ranks[1].get(pid) if len(ranks) > 1 else None
-        vector = point.vector.get(DENSE) if with_vectors and isinstance(point.vector, dict) else None
+    for pid in sorted(pool, key=lambda pid: (-scores[pid], pid))[:search.limit]:
+        dense_hit, sparse_hit = (ranks[0].get(pid), ranks[1].get(pid)) if explain else (None, None)
         out.append(ScoredEntry(
-            entry=MemoryEntry.from_point(pid, point.payload or {}), score=float(point.score),
+            entry=entries[pid], score=scores[pid],
             dense_rank=dense_hit[0] if dense_hit else None, dense_score=dense_hit[1] if dense_hit else None,
             sparse_rank=sparse_hit[0] if sparse_hit else None, sparse_score=sparse_hit[1] if sparse_hit else None,
-            vector=list(vector) if vector is not None else None))
+            vector=vectors.get(pid) if with_vectors else None))
     return out
+
+
+def to_hits(points: list[Any]) -> list[ScoredEntry]:
+    """Scored entries from one search's result, as the engine ranked them."""
+    return [ScoredEntry(entry=MemoryEntry.from_point(str(p.id), p.payload or {}), score=float(p.score))
+            for p in points]
 
 
 class ScrollingStore(Protocol):

@@ -10,7 +10,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from engram_client.errors import Unavailable
 from shared.store import scope as scoping
-from shared.store.hits import ByIdMixin, dense_of, to_hits
+from shared.store.hits import TIE_MARGIN, ByIdMixin, dense_of, fuse, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -50,13 +50,6 @@ def _scope_idf(scope: Scope, corpus: EntryFilter | None = None) -> qm.SearchPara
     # leaks, anyone else's words, and the engine counts a small scope's terms directly instead of walking
     # every posting list of the collection (0.45 → 0.10 ms at 1M entries).
     return qm.SearchParams(idf=qm.IdfCorpusParams(corpus=_filter(scope, corpus)))
-
-
-def _rescoring(boosts: Sequence[Boost]) -> qm.FormulaQuery:
-    # score × (1 + Σ weight × [any condition holds]), over the fused candidates
-    terms: list[Any] = [qm.MultExpression(mult=[b.weight, qm.Filter(should=[_condition(c) for c in b.any_of])])
-                        for b in boosts]
-    return qm.FormulaQuery(formula=qm.MultExpression(mult=["$score", qm.SumExpression(sum=[1.0, *terms])]))
 
 
 @contextlib.contextmanager
@@ -150,43 +143,27 @@ class ClientStore(ByIdMixin):
         flushed; qdrant-client's local mode keeps points in memory or in a SQLite file. See docs/guarantees.md."""
 
     @staticmethod
-    def _lists(scope: Scope, search: HybridSearch) -> list[dict[str, Any]]:
-        """The dense and the sparse search a hybrid search fuses, as the arguments of a prefetch or a request (one
-        place, so that an explained rank is the rank the fusion saw)."""
+    def _searches(scope: Scope, search: HybridSearch, with_vectors: bool = False) -> list[qm.QueryRequest]:
+        """The dense and the sparse search a hybrid search fuses (hits.fuse), a few more hits each than it keeps."""
         flt = _filter(scope, search.entry_filter)
-        return [{"query": list(search.vectors.dense), "using": DENSE, "limit": search.prefetch_limit, "filter": flt},
-                {"query": _sparse(search.vectors), "using": SPARSE, "limit": search.prefetch_limit, "filter": flt,
-                 "params": _scope_idf(scope, search.idf_corpus)}]
-
-    @classmethod
-    def _hybrid(cls, scope: Scope, search: HybridSearch, with_vectors: bool = False) -> qm.QueryRequest:
-        flt = _filter(scope, search.entry_filter)
-        searches = [qm.Prefetch(**arguments) for arguments in cls._lists(scope, search)]
-        rrf = qm.RrfQuery(rrf=qm.Rrf(k=search.rrf_k))
-        vector = [DENSE] if with_vectors else False
-        if search.boosts:
-            fused = qm.Prefetch(query=rrf, filter=flt, limit=max(search.limit, search.candidates), prefetch=searches)
-            return qm.QueryRequest(query=_rescoring(search.boosts), filter=flt, limit=search.limit, with_payload=True,
-                                   with_vector=vector, prefetch=[fused])
-        return qm.QueryRequest(query=rrf, filter=flt, limit=search.limit, with_payload=True, with_vector=vector,
-                               prefetch=searches)
-
-    @classmethod
-    def _alone(cls, scope: Scope, search: HybridSearch) -> list[qm.QueryRequest]:
-        """The search's dense and sparse prefetches run on their own, for their ranks and scores."""
-        return [qm.QueryRequest(**arguments) for arguments in cls._lists(scope, search)]
+        limit, vector = search.prefetch_limit + TIE_MARGIN, [DENSE] if with_vectors else False
+        return [qm.QueryRequest(query=list(search.vectors.dense), using=DENSE, limit=limit, filter=flt,
+                                with_payload=True, with_vector=vector),
+                qm.QueryRequest(query=_sparse(search.vectors), using=SPARSE, limit=limit, filter=flt,
+                                with_payload=True, with_vector=vector, params=_scope_idf(scope, search.idf_corpus))]
 
     async def hybrid_query(self, scope: Scope, vectors: Vectors, *, limit: int, entry_filter: EntryFilter | None = None,
                            prefetch_limit: int = 40, rrf_k: int = 3, boosts: Sequence[Boost] = (),
                            candidates: int = 0, explain: bool = False,
                            with_vectors: bool = False) -> list[ScoredEntry]:
-        """Dense and sparse prefetch, fused by RRF in the server, then boosted there, all under the scope's filter."""
+        """Dense and sparse search under the scope's filter in one request, fused by RRF and boosted in hits.fuse
+        (every tie in id order)."""
         search = HybridSearch(vectors=vectors, limit=limit, entry_filter=entry_filter, prefetch_limit=prefetch_limit,
                               rrf_k=rrf_k, boosts=list(boosts), candidates=candidates)
-        requests = [self._hybrid(scope, search, with_vectors)] + (self._alone(scope, search) if explain else [])
         with _reachable("a hybrid query"):
-            results = await self._client.query_batch_points(self._collection, requests=requests)
-        return to_hits(results[0].points, [r.points for r in results[1:]], with_vectors)
+            dense, sparse = await self._client.query_batch_points(self._collection,
+                                                                  requests=self._searches(scope, search, with_vectors))
+        return fuse(dense.points, sparse.points, search, explain, with_vectors)
 
     async def hybrid_batch(self, scope: Scope, searches: Sequence[HybridSearch],
                            explain: bool = False) -> list[list[ScoredEntry]]:
@@ -194,12 +171,11 @@ class ClientStore(ByIdMixin):
         explained)."""
         if not searches:
             return []
-        per = 3 if explain else 1
-        requests = [r for s in searches for r in [self._hybrid(scope, s)] + (self._alone(scope, s) if explain else [])]
         with _reachable("a batch of hybrid queries"):
-            results = await self._client.query_batch_points(self._collection, requests=requests)
-        return [to_hits(results[i].points, [r.points for r in results[i + 1:i + per]], with_vectors=False)
-                for i in range(0, len(results), per)]
+            results = await self._client.query_batch_points(
+                self._collection, requests=[r for s in searches for r in self._searches(scope, s)])
+        return [fuse(results[2 * i].points, results[2 * i + 1].points, search, explain, with_vectors=False)
+                for i, search in enumerate(searches)]
 
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
@@ -213,7 +189,7 @@ class ClientStore(ByIdMixin):
                 result = await self._client.query_points(self._collection, query=_sparse(vectors), using=SPARSE,
                                                          query_filter=flt, limit=limit, with_payload=True,
                                                          search_params=_scope_idf(scope))
-        return to_hits(result.points, [], with_vectors=False)
+        return to_hits(result.points)
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None, with_vectors: bool = False) -> Page:

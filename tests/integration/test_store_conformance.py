@@ -235,6 +235,28 @@ async def test_hybrid_query_fuses_dense_and_sparse_and_explains_ranks(store: Sto
     assert with_vector.vector is not None and len(with_vector.vector) == 4
 
 
+async def test_equal_fused_scores_come_back_in_id_order_whatever_the_order_written(store: Store) -> None:
+    """Pairs of entries whose ranks mirror each other (1st by meaning and 2nd by words, against 2nd and 1st) tie in
+    the fusion; each pair comes back in id order, and the one kept at a cut between them is the smaller id, in two
+    tenants written in opposite orders and on every ask (the engine alone orders ties in no fixed order)."""
+    for written in (0, 1):
+        tenant = unique("t")
+        scope = Scope(tenant_id=tenant)
+        pair = [item(tenant, [f"p{n}"], dense=[1, 0.1 * (n + 1), 0, 0], terms=[1] if n == 0 else [1, 2],
+                     text=f"tied {n}") for n in range(2)]
+        await store.upsert(pair if written == 0 else pair[::-1])
+        ids = sorted(p.entry.id for p in pair)
+        for _ in range(5):
+            hits = await store.hybrid_query(scope, query([1, 0, 0, 0], [1, 2]), limit=2, explain=True)
+            assert [(h.dense_rank, h.sparse_rank) for h in sorted(hits, key=lambda h: h.entry.text)] == [(1, 2),
+                                                                                                       (2, 1)]
+            assert hits[0].score == hits[1].score and [h.entry.id for h in hits] == ids
+            [kept] = await store.hybrid_query(scope, query([1, 0, 0, 0], [1, 2]), limit=1)
+            assert kept.entry.id == ids[0]
+            [batched] = await store.hybrid_batch(scope, [HybridSearch(vectors=query([1, 0, 0, 0], [1, 2]), limit=1)])
+            assert [h.entry.id for h in batched] == ids[:1]
+
+
 async def test_boosts_reorder_the_fused_candidates_in_the_store(store: Store) -> None:
     """Boosts multiply the fused scores of the candidates matching any of their conditions (several boosts add up),
     never reach entries outside the candidates or the tenant, and reorder what comes back."""
