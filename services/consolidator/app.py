@@ -9,7 +9,7 @@ from engram_client import subjects
 from engram_client.contract import ConsolidateRequest, ExportRequest, Forget, ImportRequest, RebuildRequest
 from services.consolidator.deps import ConsolidatorDeps
 from shared.consolidation.requests import consolidate_leased, forget_leased
-from shared.embedding import open_embedder
+from shared.embedding import embedder_name, open_embedder
 from shared.messaging import replies
 from shared.rebuild.run import rebuild
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
@@ -79,7 +79,8 @@ def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
     async def on_export(msg: NatsMessage) -> bytes:
         request = ExportRequest.model_validate_json(msg.body)
         return replies.encode(await export_page(deps.places, replies.tenant_of(msg), request,
-                                                deps.broker.connection.max_payload - REPLY_HEADROOM_BYTES))
+                                                deps.broker.connection.max_payload - REPLY_HEADROOM_BYTES,
+                                                embedder_name(settings)))
 
     embedding = OnDemandEmbedder(lambda: open_embedder(settings))
 
@@ -89,7 +90,7 @@ def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
         request = ImportRequest.model_validate_json(msg.body)
         importing = Importing(store=deps.places.store, working_memory=deps.places.working_memory,
                               js=deps.places.js, prefix=settings.subject_prefix, sparse=deps.consolidation.sparse,
-                              embedder=embedding.get)
+                              embedder=embedding.get, embedder_name=embedder_name(settings))
         return replies.encode(await import_leased(importing, deps.leases, replies.tenant_of(msg), request,
                                                   wait_s=wait_s))
 

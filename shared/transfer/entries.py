@@ -10,13 +10,14 @@ _VIEW_FIELDS = tuple(EntryView.model_fields)
 _NOT_INTERNAL = {*ExportedEntry.model_fields, "tenant_id"}  # the tenant is the header's, and the importer's
 
 
-def exported_entry(entry: MemoryEntry) -> ExportedEntry:
-    """The entry as an export carries it: the fields `entries` shows, and every other stored field (whatever the
-    store's model holds now, save the tenant) in `internal`, as stored."""
+def exported_entry(entry: MemoryEntry, dense: list[float] | None = None, embedder: str | None = None) -> ExportedEntry:
+    """The entry as an export carries it: the fields `entries` shows, every other stored field (whatever the
+    store's model holds now, save the tenant) in `internal`, as stored, and its dense vector with the embedder's
+    name when given."""
     stored = entry.model_dump(mode="json")
     internal = {name: value for name, value in stored.items() if name not in _NOT_INTERNAL}
     return ExportedEntry.model_construct(**{name: getattr(entry, name) for name in _VIEW_FIELDS}, type="entry",
-                                         internal=internal)
+                                         internal=internal, dense=dense or None, embedder=embedder if dense else None)
 
 
 def stored_entry(line: ExportedEntry, tenant: str) -> MemoryEntry:

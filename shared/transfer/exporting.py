@@ -68,7 +68,8 @@ def _fitting(lines: Sequence[BaseModel], max_bytes: int | None) -> int:
     return len(lines)
 
 
-async def _entries(store: Store, tenant: str, request: ExportRequest, max_bytes: int | None) -> ExportPage:
+async def _entries(store: Store, tenant: str, request: ExportRequest, max_bytes: int | None,
+                   embedder: str | None) -> ExportPage:
     cursor = request.cursor
     if cursor is not None:
         try:
@@ -77,12 +78,14 @@ async def _entries(store: Store, tenant: str, request: ExportRequest, max_bytes:
             raise InvalidRequest(f"cursor {cursor[:80]!r} is not an entry id: pass the next_cursor of the previous "
                                  "entries page") from None
     scope = Scope(tenant_id=tenant, user_id=request.user_id)
-    page = await store.scroll(scope, limit=request.limit, offset=cursor)  # every kind, superseded and merged too
-    found = page.entries
+    # Every kind, superseded and merged too, with the dense vectors as stored (when the embedder is named).
+    page = await store.scroll(scope, limit=request.limit, offset=cursor, with_vectors=embedder is not None)
+    vectors: list[list[float] | None] = list(page.dense) if page.dense is not None else [None] * len(page.entries)
+    found = list(zip(page.entries, vectors, strict=True))
     if request.user_id is not None:  # the user's alone: the others are in the `spoken` part as the user's turns
-        found = [e for e, mine in zip(found, await spoken.alone(store, tenant, request.user_id, found), strict=True)
-                 if mine]
-    lines = [exported_entry(e) for e in found]
+        alone = await spoken.alone(store, tenant, request.user_id, [e for e, _ in found])
+        found = [pair for pair, mine in zip(found, alone, strict=True) if mine]
+    lines = [exported_entry(e, dense, embedder) for e, dense in found]
     kept = _fitting(lines, max_bytes)
     return ExportPage(part="entries", entries=lines[:kept], total=await store.count(scope), engram_version=_version(),
                       next_cursor=lines[kept].id if kept < len(lines) else page.next_offset)
@@ -154,17 +157,19 @@ async def _turns(wm: WorkingMemory, tenant: str, request: ExportRequest, max_byt
 
 
 async def export_page(places: Holdings, tenant: str, request: ExportRequest,
-                      max_reply_bytes: int | None = None) -> ExportPage:
+                      max_reply_bytes: int | None = None, embedder: str | None = None) -> ExportPage:
     """Answer an ExportRequest inside the tenant (and the user it names): a page of its entries, every kind and every
     state (superseded, merged away; for one user, those that hold their words alone), of the turns its working memory
     holds that no entry holds yet, or (one user) of the user's own turns of the entries other people also spoke in.
+
+    Entries carry their dense vectors when `embedder` names the model that made them.
 
     Raises:
         InvalidRequest: a cursor that is not one a page of the same part gave.
     """
     check_tenant(request, tenant)
     if request.part == "entries":
-        return await _entries(places.store, tenant, request, max_reply_bytes)
+        return await _entries(places.store, tenant, request, max_reply_bytes, embedder)
     if request.part == "spoken":
         return await _spoken(places, tenant, request, max_reply_bytes)
     return await _turns(places.working_memory, tenant, request, max_reply_bytes)

@@ -52,6 +52,7 @@ class Importing:
     prefix: str
     sparse: Bm25Encoder
     embedder: Callable[[], Embedder]
+    embedder_name: str = ""  # an entry exported by an engram with this embedder keeps its dense vector
     publish_timeout_s: float = 10.0
 
 
@@ -97,10 +98,19 @@ async def _entries(importing: Importing, tenant: str, lines: list[ExportedEntry]
         raise Forbidden(f"{elsewhere} of the {len(ids)} entry ids of this batch are another tenant's in this "
                         "deployment, and an import keeps ids: nothing of the batch was written (import the file where "
                         "that tenant does not live, or forget its memory there first)")
-    new = [stored_entry(line, tenant) for line in lines if line.id not in present]
+    lines = [line for line in lines if line.id not in present]
+    new = [stored_entry(line, tenant) for line in lines]
     if new:
         texts = [e.text for e in new]
-        dense = await importing.embedder().passages([t[:EMBED_CHARS] for t in texts])
+        # A vector this engram's embedder made is written as it is; the others are made again from the text.
+        kept: list[list[float] | None] = [line.dense if line.dense and line.embedder == importing.embedder_name
+                                          else None for line in lines]
+        again = [i for i, dense in enumerate(kept) if dense is None]
+        if again:
+            made = await importing.embedder().passages([texts[i][:EMBED_CHARS] for i in again])
+            for i, vector in zip(again, made, strict=True):
+                kept[i] = vector
+        dense = [vector or [] for vector in kept]
         sparse = await asyncio.to_thread(lambda: [importing.sparse.document(t) for t in texts])
         await store.upsert([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s))
                             for e, d, s in zip(new, dense, sparse, strict=True)])

