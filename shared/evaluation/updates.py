@@ -4,6 +4,8 @@ changed, and how a recall's ranking is scored against them.
 The stories were written from the wire contract alone by an author who had not read engram's code, then split once
 at random into a dev half (tune on it) and a test half (measure only). They live beside this module as
 `data/updates/{dev,test}.jsonl`, with `dev2.jsonl` to `dev10.jsonl`, written later by other authors, to tune on.
+`within-{dev,test}.jsonl` are a second set, split the same way: long working sessions with an assistant in which
+a figure or a date changes within one conversation, minutes apart (a twelfth author, issue 38).
 Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text restates the
 turns nearly word for word), except that a number is found only whole: "20" is not in "2023", nor "3.1" in "3.12".
 """
@@ -20,7 +22,7 @@ from shared.text import patterns
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
 Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "dev9", "dev10",
-                "test"]  # dev2-10: to tune on
+                "test", "within-dev", "within-test"]  # dev2-10, within-dev: to tune on
 QuestionKind = Literal["present", "past", "unchanged"]
 SPLIT_SEED = 20261125  # the one split; never re-drawn
 
