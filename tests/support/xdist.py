@@ -10,9 +10,9 @@ def is_worker(config: pytest.Config) -> bool:
 # The modules that take longest (seconds in a clean-clone run, mostly waiting: an image build, a soak, kills and
 # restarts, a real model on one thread, raft snapshots), handed out first, longest first, so that none of them
 # starts last and leaves the other workers idle at the end.
-SLOW_FIRST = ("test_image.py", "test_forget_on_disk.py", "test_soak.py", "test_real_model.py", "test_rebuild.py",
-              "test_chaos_consolidator.py", "test_large_turns.py", "test_crash.py", "test_locomo",
-              "test_nats_cluster.py", "test_bench.py", "test_poison.py", "test_windows.py", "test_transfer.py")
+SLOW_FIRST = ("test_image.py", "test_locomo", "test_forget_on_disk.py", "test_real_model.py", "test_large_turns.py",
+              "test_bench.py", "test_chaos_consolidator.py", "test_soak.py", "test_rebuild.py", "test_crash.py",
+              "test_nats_cluster.py", "test_poison.py", "test_windows.py", "test_transfer.py")
 
 
 def _rank(item: pytest.Item) -> int:
