@@ -115,6 +115,10 @@ class FencedStore:
         """As the store's (it writes nothing new)."""
         await self.store.erase()
 
+    async def flush(self) -> None:
+        """As the store's."""
+        await self.store.flush()
+
     async def delete(self, scope: Scope, ids: list[str]) -> int:
         """Delete entries by id, if the run still holds its lease."""
         await _checked()

@@ -23,6 +23,7 @@ from shared.messaging.events import Publish
 from shared.runtime import metrics
 from shared.settings import Settings
 from shared.store import EntryFilter, MemoryEntry, Scope, Store, pages
+from shared.store.protocol import DEFERRED_FLUSH
 
 ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget", "profile")
 
@@ -219,6 +220,16 @@ async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest
             None: every owner.
     """
     check_tenant(request, tenant)
+    deferred = DEFERRED_FLUSH.set(True)  # derived writes, durable together at the end (a crash: the run again)
+    try:
+        return await _run(c, tenant, request, now, changed_since)
+    finally:
+        DEFERRED_FLUSH.reset(deferred)
+        await c.store.flush()
+
+
+async def _run(c: Consolidation, tenant: str, request: ConsolidateRequest, now: datetime | None,
+               changed_since: tuple[datetime, datetime | None] | None) -> ConsolidationSummary:
     started, clock = now or datetime.now(UTC), time.perf_counter()
     jobs = set(request.jobs or ALL_JOBS)
     apply = applier(c.store, c.publish, started)

@@ -28,6 +28,7 @@ from shared.store.model import (
     StoredEntry,
     Vectors,
 )
+from shared.store.protocol import DEFERRED_FLUSH
 
 FLUSH_S = 5.0  # as a Qdrant server's flush_interval_sec: a shard with a write-ahead log (made before 0.36)
 log = logging.getLogger("engram.store.edge")
@@ -109,6 +110,7 @@ class EdgeStore(ByIdMixin):
         self._closed = False
         self._write_lock = asyncio.Lock()
         self._retired: list[tuple[qe.EdgeShard, Path | None]] = []  # replaced by `adopt`, closed by close_retired
+        self._period_s = flush_s  # between the flushes of a shard with a log, and of deferred writes
         self._flush_s = 0.0 if not wal else flush_s
         self._flushed_at = time.monotonic()
 
@@ -176,8 +178,10 @@ class EdgeStore(ByIdMixin):
             await self._flush_if_due()
 
     async def _flush_if_due(self) -> None:
-        """Flush when the last flush is `flush_s` old (the caller holds the write lock)."""
-        if time.monotonic() - self._flushed_at >= self._flush_s:
+        """Flush when the last flush is `flush_s` old: at once on a shard without a log, at most every `flush_s`
+        on one with a log or for writes under DEFERRED_FLUSH (the caller holds the write lock)."""
+        due = self._period_s if DEFERRED_FLUSH.get() else self._flush_s
+        if time.monotonic() - self._flushed_at >= due:
             await self._call(self._shard.flush)
             self._flushed_at = time.monotonic()
 
@@ -299,6 +303,12 @@ class EdgeStore(ByIdMixin):
         if ids:
             await self._write(qe.UpdateOperation.set_payload_by_filter(_filter(scope, EntryFilter(ids=ids)), payload))
 
+    async def flush(self) -> None:
+        """Make every write so far durable."""
+        async with self._write_lock:
+            await self._call(self._shard.flush)
+            self._flushed_at = time.monotonic()
+
     async def optimize(self) -> None:
         """Run the engine's optimizers now: vacuum segments holding deleted entries and, on a store opened with
         `indexing`, build HNSW indexes (benchmarks and bulk loads)."""
@@ -317,7 +327,7 @@ class EdgeStore(ByIdMixin):
     def view(self) -> "EdgeStore":
         """Another store over the shard this one serves now, which stays on it after an `adopt` (never close it:
         this store closes the shard)."""
-        return EdgeStore(self._shard, self._path, self._flush_s, self.wal)
+        return EdgeStore(self._shard, self._path, self._period_s, self.wal)
 
     async def adopt(self, other: "EdgeStore") -> None:
         """Serve from `other`'s shard from now on: a rebuild's switch (writes in progress finish on the old shard
@@ -328,7 +338,7 @@ class EdgeStore(ByIdMixin):
                 await self._call(self._shard.flush)
                 self._retired.append((self._shard, self._path))
             self._shard, self._path, self._closed = other._shard, other._path, False
-            self.wal, self._flush_s = other.wal, other._flush_s
+            self.wal, self._flush_s, self._period_s = other.wal, other._flush_s, other._period_s
 
     @property
     def retired_paths(self) -> list[Path]:

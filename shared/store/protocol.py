@@ -1,5 +1,6 @@
 """The Store protocol: one async interface over Qdrant Edge and qdrant-client."""
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
 from shared.store.model import (
@@ -13,6 +14,11 @@ from shared.store.model import (
     StoredEntry,
     Vectors,
 )
+
+# Set while a job makes writes a crash may lose (a consolidation run: derived entries, which a crash only makes it run
+# again): a backend may make them durable later, at the latest when the job calls `flush` at its end. Every other
+# write is durable when it returns (an ingestor acknowledges turns after their entries are written).
+DEFERRED_FLUSH: ContextVar[bool] = ContextVar("engram_store_deferred_flush", default=False)
 
 
 class Store(Protocol):
@@ -75,6 +81,9 @@ class Store(Protocol):
 
     async def erase(self) -> None:
         """Make what deletes and replacements removed leave the disk, as far as the backend can (see each)."""
+
+    async def flush(self) -> None:
+        """Make every write so far durable (the writes made under `DEFERRED_FLUSH`)."""
 
     async def close(self) -> None:
         """Flush and release resources."""

@@ -136,6 +136,9 @@ class ClientStore(ByIdMixin):
         anew and marks the old version deleted, for its vacuum)."""
         await self.upsert(items)
 
+    async def flush(self) -> None:
+        """Nothing to do: every write waits until the server applied it."""
+
     async def erase(self) -> None:
         """Nothing the client API can force. A Qdrant server drops deleted points' payload when its vacuum
         optimizer rewrites their segment (once the collection's `deleted_threshold`, 20% by default, of a segment
