@@ -88,7 +88,9 @@ async def _import(url: str, tenant: str | None, prefix: str, path: Path, map_ten
             result = await client.import_from(path, map_tenant=map_tenant, on_progress=shown)
     err.print(f"imported {path} into tenant {target!r}: {result.entries_written} entries written, "
               f"{result.entries_present} already there; {result.turns_queued} turns queued for working memory, "
-              f"{result.turns_present} already there")
+              f"{result.turns_present} already there"
+              + (f"; left out as forgotten here: {result.entries_forgotten} entries, {result.turns_forgotten} turns"
+                 if result.entries_forgotten or result.turns_forgotten else ""))
 
 
 def import_file(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="an `engram export` file")],

@@ -85,10 +85,28 @@ def check_import(tenant: str, request: ImportRequest) -> None:
         raise InvalidRequest("an entry id appears twice in one import batch")
 
 
-async def _entries(importing: Importing, tenant: str, lines: list[ExportedEntry]) -> tuple[int, int]:
-    """(written, already present) of these entries."""
+class _Marks:
+    """Whether a person or a conversation of the tenant has a forget mark (read once each)."""
+
+    def __init__(self, working_memory: WorkingMemory, tenant: str) -> None:
+        self._marks, self._tenant = working_memory.forgotten, tenant
+        self._read: dict[tuple[str, str | None], bool] = {}
+
+    async def forgotten(self, conversation_id: str, user_ids: list[str]) -> bool:
+        """Whether the conversation or one of these users was forgotten (a mark, kept a day after the forget)."""
+        for user_id in [None, *user_ids]:
+            key = (conversation_id, user_id)
+            if key not in self._read:
+                self._read[key] = await self._marks.through(self._tenant, conversation_id, user_id) > 0
+            if self._read[key]:
+                return True
+        return False
+
+
+async def _entries(importing: Importing, tenant: str, lines: list[ExportedEntry]) -> tuple[int, int, int]:
+    """(written, already present, left out as forgotten) of these entries."""
     if not lines:
-        return 0, 0
+        return 0, 0, 0
     store, scope, ids = importing.store, Scope(tenant_id=tenant), [line.id for line in lines]
     present = {e.id for e in await store.get(scope, ids)}
     # Point ids are one space for every tenant: an id another tenant holds would be overwritten, so it is refused
@@ -99,6 +117,14 @@ async def _entries(importing: Importing, tenant: str, lines: list[ExportedEntry]
                         "deployment, and an import keeps ids: nothing of the batch was written (import the file where "
                         "that tenant does not live, or forget its memory there first)")
     lines = [line for line in lines if line.id not in present]
+    # A file exported before someone was forgotten here must not bring them back.
+    marks, kept_lines = _Marks(importing.working_memory, tenant), []
+    for line in lines:
+        entry = stored_entry(line, tenant)
+        people = sorted({*entry.speaker_ids, *([entry.user_id] if entry.user_id else [])})
+        if not await marks.forgotten(entry.conversation_id, people):
+            kept_lines.append(line)
+    forgotten, lines = len(lines) - len(kept_lines), kept_lines
     new = [stored_entry(line, tenant) for line in lines]
     if new:
         texts = [e.text for e in new]
@@ -114,7 +140,7 @@ async def _entries(importing: Importing, tenant: str, lines: list[ExportedEntry]
         sparse = await asyncio.to_thread(lambda: [importing.sparse.document(t) for t in texts])
         await store.upsert([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s))
                             for e, d, s in zip(new, dense, sparse, strict=True)])
-    return len(new), len(present)
+    return len(new), len(present), forgotten
 
 
 async def _in_entries(store: Store, tenant: str, conversation_id: str) -> set[str]:
@@ -123,10 +149,11 @@ async def _in_entries(store: Store, tenant: str, conversation_id: str) -> set[st
     return {t async for page in pages(store, scope) for e in page.entries for t in e.source_turn_ids}
 
 
-async def _turns(importing: Importing, tenant: str, lines: list[ExportedTurn]) -> tuple[int, int]:
-    """(queued, already present) of these turns: each new one is published to the tenant's turns stream, so the
-    ingestors add it to working memory as any turn (and the stream keeps it for rebuilds)."""
-    queued = present = 0
+async def _turns(importing: Importing, tenant: str, lines: list[ExportedTurn]) -> tuple[int, int, int]:
+    """(queued, already present, left out as forgotten) of these turns: each new one is published to the tenant's
+    turns stream, so the ingestors add it to working memory as any turn (and the stream keeps it for rebuilds)."""
+    queued = present = forgotten = 0
+    marks = _Marks(importing.working_memory, tenant)
     by_conversation: dict[str, list[ExportedTurn]] = {}
     for line in lines:
         by_conversation.setdefault(line.conversation_id, []).append(line)
@@ -135,6 +162,9 @@ async def _turns(importing: Importing, tenant: str, lines: list[ExportedTurn]) -
         stored = await _in_entries(importing.store, tenant, conversation_id)
         buffer = await importing.working_memory.get(tenant, conversation_id)
         for line in turns:
+            if await marks.forgotten(conversation_id, [line.user_id] if line.user_id else []):
+                forgotten += 1
+                continue
             if line.turn_id in stored or (buffer is not None and buffers.seen(buffer, line.turn_id)):
                 present += 1
                 continue
@@ -151,7 +181,7 @@ async def _turns(importing: Importing, tenant: str, lines: list[ExportedTurn]) -
                 present += 1
             else:
                 queued += 1
-    return queued, present
+    return queued, present, forgotten
 
 
 async def import_batch(importing: Importing, tenant: str, request: ImportRequest) -> ImportResult:
@@ -162,9 +192,10 @@ async def import_batch(importing: Importing, tenant: str, request: ImportRequest
         InvalidRequest: see check_import; or an entry's `internal` fields are not what this engram stores.
     """
     check_import(tenant, request)
-    written, kept = await _entries(importing, tenant, list(request.entries))
-    queued, held = await _turns(importing, tenant, list(request.turns))
-    return ImportResult(entries_written=written, entries_present=kept, turns_queued=queued, turns_present=held)
+    written, kept, left = await _entries(importing, tenant, list(request.entries))
+    queued, held, gone = await _turns(importing, tenant, list(request.turns))
+    return ImportResult(entries_written=written, entries_present=kept, turns_queued=queued, turns_present=held,
+                        entries_forgotten=left, turns_forgotten=gone)
 
 
 async def import_leased(importing: Importing, leases: Leases, tenant: str, request: ImportRequest, *,

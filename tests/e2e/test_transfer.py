@@ -176,3 +176,30 @@ async def test_a_hostile_import_gets_a_clear_error_and_writes_nothing_of_another
         assert await payloads(store, victim) == before
         assert await payloads(store, intruder) == {}
         assert isinstance(ExportedEntry.model_validate(fresh), ExportedEntry)  # the refusals were not the line's own
+
+
+async def test_a_file_exported_before_a_forget_brings_nobody_back(stack: Running, tmp_path: Path) -> None:
+    """A tenant's export holds Ana's and Bo's entries and Ana's turn still in working memory; Ana is forgotten, then
+    the file is imported back: her entries and her turn are left out and counted (the forget mark says she was
+    forgotten here), Bo's are found already there, and the tenant holds nothing of hers afterwards."""
+    tenant = unique("back")
+    async with await connect(stack, tenant) as client:
+        await store_all(client, [
+            *conversation([("Ana", f"My cat {ANA_WORDS[0]} sleeps on the piano all day.")], "ana-diary", user_id="ana"),
+            *conversation([("Bo", f"I painted my boat {BO_WORDS[0]} green yesterday.")], "bo-diary", user_id="bo")])
+        await client.publish_turns(conversation([("Ana", f"Shall we meet at {ANA_WORDS[1]} tomorrow?")], "open",
+                                                user_id="ana"))
+        await holding(stack, tenant, "open", 1)
+        path = await export_file(client, tmp_path / "before.jsonl")
+        _, entries, turns = lines_of(path)
+        hers = [e for e in entries if e.user_id == "ana"]
+        assert hers and len(turns) == 1
+
+        assert (await client.forget(user_id="ana")).verified
+        kept = await payloads(stack.store, tenant)
+        result = await client.import_from(path)
+        assert (result.entries_written, result.entries_forgotten, result.turns_queued, result.turns_forgotten) == (
+            0, len(hers), 0, 1), result
+        assert result.entries_present == len(entries) - len(hers)
+        assert await payloads(stack.store, tenant) == kept
+        assert not any(word in json.dumps(kept) for word in ANA_WORDS)

@@ -161,16 +161,21 @@ class ImportRequest(TenantScoped):
 
 class ImportResult(Reply):
     """What an import did: entries written and found already there, turns queued for working memory and found
-    already there (in working memory or in an entry)."""
+    already there (in working memory or in an entry), and entries and turns left out because a person they hold,
+    or their conversation, was forgotten in this deployment within the forget marks' day."""
 
     entries_written: int = 0
     entries_present: int = 0
     turns_queued: int = 0
     turns_present: int = 0
+    entries_forgotten: int = 0
+    turns_forgotten: int = 0
 
     def plus(self, other: "ImportResult") -> "ImportResult":
         """The sum of two results (of two batches)."""
         return ImportResult(entries_written=self.entries_written + other.entries_written,
                             entries_present=self.entries_present + other.entries_present,
                             turns_queued=self.turns_queued + other.turns_queued,
-                            turns_present=self.turns_present + other.turns_present)
+                            turns_present=self.turns_present + other.turns_present,
+                            entries_forgotten=self.entries_forgotten + other.entries_forgotten,
+                            turns_forgotten=self.turns_forgotten + other.turns_forgotten)

@@ -610,7 +610,8 @@ export interface ImportRequest {
 }
 /**
  * What an import did: entries written and found already there, turns queued for working memory and found
- * already there (in working memory or in an entry).
+ * already there (in working memory or in an entry), and entries and turns left out because a person they hold,
+ * or their conversation, was forgotten in this deployment within the forget marks' day.
  *
  * This interface was referenced by `EngramContract`'s JSON-Schema
  * via the `definition` "ImportResult".
@@ -625,6 +626,8 @@ export interface ImportResult {
   entries_present: number;
   turns_queued: number;
   turns_present: number;
+  entries_forgotten: number;
+  turns_forgotten: number;
 }
 /**
  * Ask for the memories that matter to `query`, scoped to a user and/or conversation when given.
