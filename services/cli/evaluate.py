@@ -85,7 +85,8 @@ async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: 
 
 
 _HALVES = get_args(updates.Split)
-_TUNING = ", ".join(h for h in _HALVES if h != "test")
+_MEASURE_ONLY = ("test", "within-test")
+_TUNING = ", ".join(h for h in _HALVES if h not in _MEASURE_ONLY)
 
 
 def _check_split(split: str) -> None:
@@ -97,7 +98,8 @@ def _check_split(split: str) -> None:
 
 @app.command("updates")
 def eval_updates(split: str = typer.Option("dev", "--split",
-                                          help=f"{_TUNING} (tune on them) or test (measure only)"),
+                                          help=f"{_TUNING} (tune on them) or {' or '.join(_MEASURE_ONLY)} "
+                                               "(measure only)"),
                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
                  consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",
