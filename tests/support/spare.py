@@ -14,7 +14,11 @@ from pathlib import Path
 # `python -m services.cli <args>`, once "go" arrives on stdin.
 WAIT_THEN_RUN = """
 import sys
-from services.cli import main
+from services.cli import SERVICES, main
+if sys.argv[1:2] and sys.argv[1] in SERVICES:
+    import services.cli.serve  # what main() then runs, imported ahead
+else:
+    import services.cli.composed
 if sys.stdin.readline() != "go\\n":
     sys.exit(0)
 main()
