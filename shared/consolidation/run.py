@@ -222,10 +222,11 @@ async def consolidate(c: Consolidation, tenant: str, request: ConsolidateRequest
     check_tenant(request, tenant)
     deferred = DEFERRED_FLUSH.set(True)  # derived writes, durable together at the end (a crash: the run again)
     try:
-        return await _run(c, tenant, request, now, changed_since)
+        summary = await _run(c, tenant, request, now, changed_since)
     finally:
         DEFERRED_FLUSH.reset(deferred)
-        await c.store.flush()
+    await c.store.flush()  # a run that failed is run again; its writes go with the next flush due
+    return summary
 
 
 async def _run(c: Consolidation, tenant: str, request: ConsolidateRequest, now: datetime | None,
