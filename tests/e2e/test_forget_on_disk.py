@@ -2,17 +2,17 @@
 file of any node of a 3-node JetStream cluster, nor any file of engram's data folder (the Qdrant Edge shard: payload
 pages, segments, WAL), holds a byte of what the forgotten person said.
 
-What the scan can see: the person's words carry a unique ASCII token (`zq7-<32 hex>`), so its bytes are the same in
-UTF-8, in JSON (nothing in it is escaped), in the CBOR of Qdrant's WAL and in any lowercased index; it is looked for
-case-insensitively. No stream engram creates is compressed (checked: an s2 block would hide it), the nodes have no
-encryption at rest, every message stays far below the 8 KB past which nats-server compresses a raft entry, and a scan
-before the forget must find the token on every node and in the shard, so the scan is not blind.
+What the scan can see: the person's words carry a unique ASCII token (`ZQ7` and 26 upper-case consonants: see
+tests/support/disk.py), so its bytes are the same in UTF-8, in JSON (nothing in it is escaped), in the CBOR of
+Qdrant's WAL and in any lowercased index; it is looked for case-insensitively. No stream engram creates is
+compressed (checked: an s2 block would hide it), the nodes have no encryption at rest, every message stays far below
+the 8 KB past which nats-server compresses a raft entry, and a scan before the forget must find the token on every
+node and in the shard, so the scan is not blind.
 """
 import asyncio
 import contextlib
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,7 +27,7 @@ from services.stack import running
 from shared.store import EntryFilter, Scope, all_entries
 from tests.support.cluster import start_cluster
 from tests.support.dead_letters import dead_letter_count
-from tests.support.disk import Found, compressed_streams, holding, raft_groups
+from tests.support.disk import Found, compressed_streams, holding, raft_groups, scan_token
 from tests.support.ids import unique
 from tests.support.polling import eventually
 from tests.support.stacks import fast_settings
@@ -92,7 +92,7 @@ async def scans(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Scans
     bucket at 3 replicas; the token must be on every node and in the shard before the forget. Then the user is
     forgotten, and every file of every node and of the shard is scanned after the receipt and after the stop."""
     tmp_path = tmp_path_factory.mktemp("forget-on-disk")
-    token = f"zq7-{uuid.uuid4().hex}"
+    token = scan_token()
     tenant, ana, bo = unique("disk"), unique("ana"), unique("bo")
     servers = await start_cluster(tmp_path / "nats")
     nodes = {f"n{i}": server.store_dir.parent for i, server in enumerate(servers)}  # its store, config and log

@@ -2,12 +2,13 @@
 old text of an entry written again in its place; a shard made with a write-ahead log (before 0.36) keeps it there.
 
 The scan reads every file of the shard for a unique ASCII token (the same bytes in JSON, CBOR and any lowercased
-index), and first finds it, so it is not blind.
+index), and first finds it, so it is not blind (tests/support/disk.py says why the token is upper-case
+consonants).
 """
-import uuid
 from pathlib import Path
 
 from shared.store import EdgeStore, Scope, StoredEntry
+from tests.support.disk import scan_token
 from tests.support.ids import unique
 from tests.support.store import item
 
@@ -27,7 +28,7 @@ async def test_erase_leaves_no_file_holding_a_deleted_or_replaced_text(tmp_path:
     (written, some rewritten, before): after `erase` no file of the shard (payload pages, indexes, the config, any
     log) holds either token; before it, both were there. The store still answers, and from a reopened shard too."""
     tenant, folder = unique("erase"), tmp_path / "edge"
-    gone, quoted = f"zq7-{uuid.uuid4().hex}", f"zq7-{uuid.uuid4().hex}"
+    gone, quoted = scan_token(), scan_token()
     store = EdgeStore.open(folder, 4)
     try:
         await store.upsert([written(tenant, n, f"ordinary entry {n} " * 10) for n in range(200)])
@@ -59,7 +60,7 @@ async def test_a_shard_made_with_a_write_ahead_log_keeps_the_text_in_its_log(tmp
     """A shard made before 0.36 keeps its write-ahead log (the engine cannot drop it): `erase` clears the payload
     pages, while the log still holds the deleted text; engram says so (docs/guarantees.md) and `engram rebuild`
     moves memory into a shard without one."""
-    tenant, folder, gone = unique("erase"), tmp_path / "edge", f"zq7-{uuid.uuid4().hex}"
+    tenant, folder, gone = unique("erase"), tmp_path / "edge", scan_token()
     store = EdgeStore.open(folder, 4, wal=True)
     try:
         await store.upsert([written(tenant, n, f"ordinary entry {n}") for n in range(20)] +

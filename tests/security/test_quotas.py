@@ -47,7 +47,7 @@ async def test_an_oversized_message_is_refused_to_its_sender_alone(
             await hostile.nc.flush(timeout=5)
         # The server says why before it closes the connection (nats-py over TLS reports the close itself).
         await eventually(deployment.log, lambda log: "maximum payload exceeded" in log.lower(), timeout_s=10)
-        assert not hostile.nc.is_connected
+        await eventually(lambda: hostile.nc.is_connected, lambda connected: not connected, timeout_s=10)  # then closed
     finally:
         await hostile.nc.close()
     assert await settled_state(stack.ingestor_deps[0].nc, stack.store, tenants.victim) == before

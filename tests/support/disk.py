@@ -9,6 +9,7 @@ forget-on-disk test). A raft log entry of a message past 8 KB is s2-compressed b
 """
 import json
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def describe(relative: str, raft_groups: dict[str, str]) -> tuple[str, bool]:
     if match := _QDRANT_SEGMENT.search(relative):
         return f"Qdrant Edge segment {match['segment'][:8]}: {match['rest']}", False
     return relative, False
+
+
+# Consonants in upper case: a stored payload may be LZ4-compressed, which breaks up a string at any 4 bytes seen
+# earlier in the same value; hex (like any id's) or lower-case letters (like the field names) sometimes were.
+TOKEN_LETTERS = "BCDFGHJKLMNPQRSVWXY"
+
+
+def scan_token() -> str:
+    """A unique ASCII token to say and then look for on disk: `ZQ7` and 26 random upper-case consonants."""
+    return "ZQ7" + "".join(secrets.choice(TOKEN_LETTERS) for _ in range(26))
 
 
 def holding(places: dict[str, Path], needle: str, raft_groups: dict[str, str] | None = None) -> list[Found]:
