@@ -6,6 +6,7 @@ alone, so one product can neither make another's turn a duplicate, nor fill the 
 hold the consumer slots another's turns wait for. An engram from before kept every tenant in one stream
 (`MEM_TURNS`, "legacy"): while that stream exists engram keeps consuming it as it is (docs/operations/upgrades.md).
 """
+import asyncio
 import contextlib
 import json
 import logging
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -31,12 +32,16 @@ from nats.js.errors import NotFoundError
 from nats.js.kv import KV_MARKER_REASON, KV_OP
 
 from engram_client import subjects
+from engram_client.errors import Timeout, Unavailable
 from shared.errors import ConfigError
 from shared.messaging.connection import transient
 
 log = logging.getLogger("engram.streams")
 _LISTING_BATCH, _LISTING_FETCH_S, _LISTING_IDLE_S = 1_000, 5.0, 60.0
 _NAMES_API = "$JS.API.STREAM.NAMES"
+# A JetStream cluster answers "unavailable" for a while when it is busy (a leader change, a node catching up); a
+# throw-away consumer's creation is tried again after these pauses before the failure is the caller's.
+_SETUP_PAUSES_S = (0.5, 1.0, 2.0, 4.0)
 
 
 def _base(prefix: str) -> str:
@@ -272,13 +277,13 @@ async def kv_entries(js: JetStreamContext, bucket: str, pattern: str, values: bo
     name = f"engram-keys-{uuid.uuid4().hex}"
     config = ConsumerConfig(name=name, filter_subject=prefix + pattern, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
                             ack_policy=AckPolicy.NONE, headers_only=not values, mem_storage=True,
-                            inactive_threshold=_LISTING_IDLE_S)
+                            inactive_threshold=_LISTING_IDLE_S, num_replicas=1)
+    pending = await _throwaway_consumer(js, stream, config, f"listing keys of {pattern!r}")
     with transient(f"listing keys of {pattern!r}"):
-        pending = (await js.add_consumer(stream, config)).num_pending
         sub = await js.pull_subscribe_bind(consumer=name, stream=stream)
         try:
             while pending:
-                for msg in await sub.fetch(batch=min(pending, _LISTING_BATCH), timeout=_LISTING_FETCH_S):
+                for msg in await _fetch(sub, min(pending, _LISTING_BATCH), f"listing keys of {pattern!r}"):
                     pending = msg.metadata.num_pending
                     headers = msg.headers or {}
                     if not (headers.get(KV_OP) or headers.get(KV_MARKER_REASON)):  # not a delete/purge/expiry
@@ -299,22 +304,25 @@ async def matching(js: JetStreamContext, stream: str, subject: str, match: Calla
     """
     name = f"engram-scan-{uuid.uuid4().hex}"
     config = ConsumerConfig(name=name, filter_subject=subject, deliver_policy=DeliverPolicy.ALL,
-                            ack_policy=AckPolicy.NONE, mem_storage=True, inactive_threshold=_LISTING_IDLE_S)
-    with transient(f"reading messages of {stream} on {subject!r}"):
+                            ack_policy=AckPolicy.NONE, mem_storage=True, inactive_threshold=_LISTING_IDLE_S,
+                            num_replicas=1)
+    what = f"reading messages of {stream} on {subject!r}"
+    with transient(what):
         info = await js.stream_info(stream)
-        if info.config.retention == RetentionPolicy.WORK_QUEUE:
-            return await _matching_one_by_one(js, stream, subject, match)
-        pending = (await js.add_consumer(stream, config)).num_pending
+    if info.config.retention == RetentionPolicy.WORK_QUEUE:
+        return await _matching_one_by_one(js, stream, subject, match)
+    pending = await _throwaway_consumer(js, stream, config, what)
+    with transient(what):
         sub = await js.pull_subscribe_bind(consumer=name, stream=stream)
     found: list[int] = []
     try:
         while pending:
-            with transient(f"reading messages of {stream} on {subject!r}"):
-                try:
-                    batch = await sub.fetch(batch=min(pending, _LISTING_BATCH), timeout=_LISTING_FETCH_S)
-                except (NatsTimeoutError, TimeoutError):  # the rest expired or was deleted meanwhile
-                    pending = (await js.consumer_info(stream, name)).num_pending
-                    continue
+            try:
+                batch = await _fetch(sub, min(pending, _LISTING_BATCH), what)
+            except Timeout:  # the rest expired or was deleted meanwhile
+                with transient(what):
+                    pending = (await js.consumer_info(stream, name)).num_pending or 0
+                continue
             for msg in batch:
                 pending = msg.metadata.num_pending
                 if match(msg.data or b""):
@@ -324,6 +332,43 @@ async def matching(js: JetStreamContext, stream: str, subject: str, match: Calla
         with contextlib.suppress(NatsError):
             await js.delete_consumer(stream, name)
     return found
+
+
+async def _throwaway_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig, what: str) -> int:
+    """Create a reader's consumer (one replica: it lives for one listing and holds nothing worth replicating) and
+    say how many messages it has to deliver; a cluster's "not now" is tried again after _SETUP_PAUSES_S.
+
+    Raises:
+        Unavailable, Timeout: the cluster still could not create it after the last pause.
+    """
+    for pause in _SETUP_PAUSES_S:
+        try:
+            with transient(what):
+                return (await js.add_consumer(stream, config)).num_pending or 0
+        except Unavailable:
+            log.info("%s: the cluster is busy, trying again in %.1f s", what, pause)
+            await asyncio.sleep(pause)
+    with transient(what):
+        return (await js.add_consumer(stream, config)).num_pending or 0
+
+
+async def _fetch(sub: JetStreamContext.PullSubscription, batch: int, what: str) -> list[Msg]:
+    """The next batch of a reader's consumer. Right after its creation a cluster may not yet route the request to
+    the node that holds the consumer (a 503: no one answers it there yet); that is tried again after
+    _SETUP_PAUSES_S.
+
+    Raises:
+        Unavailable, Timeout: still no answer after the last pause; nothing came within _LISTING_FETCH_S.
+    """
+    for pause in _SETUP_PAUSES_S:
+        try:
+            with transient(what):
+                return await sub.fetch(batch=batch, timeout=_LISTING_FETCH_S)
+        except Unavailable:
+            log.info("%s: the cluster does not route to the reader yet, trying again in %.1f s", what, pause)
+            await asyncio.sleep(pause)
+    with transient(what):
+        return await sub.fetch(batch=batch, timeout=_LISTING_FETCH_S)
 
 
 async def _matching_one_by_one(js: JetStreamContext, stream: str, subject: str,
