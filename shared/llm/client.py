@@ -8,10 +8,8 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, AsyncOpenAI, RateLimitError
-from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from engram_client.errors import EngramError
@@ -24,6 +22,9 @@ from shared.llm.slots import TenantSlots
 from shared.runtime import metrics
 from shared.settings import Settings
 from shared.text import patterns, tokens
+
+if TYPE_CHECKING:  # the openai package (about 0.5 s of imports) loads when a model is configured, not before
+    from openai import AsyncOpenAI
 
 log = logging.getLogger("engram.llm")
 
@@ -87,8 +88,10 @@ class LlmClient:
         client: an opened AsyncOpenAI (tests and callers that share one); by default one is made from settings.
     """
 
-    def __init__(self, settings: Settings, client: AsyncOpenAI | None = None, ledger: TokenLedger | None = None,
+    def __init__(self, settings: Settings, client: "AsyncOpenAI | None" = None, ledger: TokenLedger | None = None,
                  breakers: TenantBreakers | None = None) -> None:
+        from openai import AsyncOpenAI
+
         self.settings = settings
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "unused"
         self._client = client or AsyncOpenAI(base_url=settings.llm_base_url, api_key=key,
@@ -119,6 +122,9 @@ class LlmClient:
 
     async def _call(self, tenant: str, purpose: Purpose, messages: list[dict[str, str]],
                     response_format: dict[str, Any] | None, timeout_s: float | None) -> str:
+        from openai import APIConnectionError, APIError, APIStatusError, APITimeoutError, RateLimitError
+        from openai.types.chat import ChatCompletion
+
         self.ledger.check(tenant)
         if timeout_s is not None and timeout_s < MIN_CALL_S:
             raise LlmUnavailable("deadline", "no time left before the caller's deadline")

@@ -1,5 +1,9 @@
-"""Long-term memory: one async Store interface over Qdrant Edge (embedded) and qdrant-client (server)."""
+"""Long-term memory: one async Store interface over Qdrant Edge (embedded) and qdrant-client (server).
 
+qdrant-client (about 0.9 s of imports) loads only when a server is configured or ClientStore is asked for: a process
+on the embedded default never needs it.
+"""
+from typing import TYPE_CHECKING, Any
 
 from shared.settings import Settings
 from shared.store.edge import EdgeStore
@@ -19,7 +23,9 @@ from shared.store.model import (
 )
 from shared.store.paging import all_entries, pages
 from shared.store.protocol import Store
-from shared.store.remote import ClientStore
+
+if TYPE_CHECKING:
+    from shared.store.remote import ClientStore
 
 __all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "HybridSearch", "MemoryEntry", "Page",
            "Scope", "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "all_entries", "entry_id",
@@ -32,3 +38,11 @@ async def open_store(settings: Settings, dense_dim: int) -> Store:
     from shared.store.builds import open_live
 
     return await open_live(settings, dense_dim)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ClientStore":
+        from shared.store.remote import ClientStore
+
+        return ClientStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,9 +18,7 @@ import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-
-from qdrant_client import AsyncQdrantClient
-from qdrant_client import models as qm
+from typing import TYPE_CHECKING
 
 from engram_client.errors import Unavailable
 from shared.errors import ConfigError
@@ -28,8 +26,10 @@ from shared.messaging.security import qdrant_options
 from shared.settings import Settings
 from shared.store.edge import EdgeStore
 from shared.store.protocol import Store
-from shared.store.remote import ClientStore
 from shared.text import patterns
+
+if TYPE_CHECKING:  # loaded by the server paths only (see shared/store/__init__.py)
+    from qdrant_client import AsyncQdrantClient
 
 log = logging.getLogger("engram.builds")
 BUILD_NAME = patterns.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -88,19 +88,21 @@ def physical(settings: Settings, name: str) -> str:
     return f"{settings.collection}-{name}"
 
 
-def server_client(settings: Settings) -> AsyncQdrantClient:
+def server_client(settings: Settings) -> "AsyncQdrantClient":
     """A client of the Qdrant server at ENGRAM_QDRANT_URL; a request it gets no answer to within
     ENGRAM_QDRANT_TIMEOUT_S fails (as `unavailable` through ClientStore) instead of waiting for ever."""
+    from qdrant_client import AsyncQdrantClient
+
     return AsyncQdrantClient(url=settings.qdrant_url, timeout=math.ceil(settings.qdrant_timeout_s),
                              **qdrant_options(settings))
 
 
-async def _aliases(client: AsyncQdrantClient) -> dict[str, str]:
+async def _aliases(client: "AsyncQdrantClient") -> dict[str, str]:
     """Every alias of the server, with the collection it points at."""
     return {a.alias_name: a.collection_name for a in (await client.get_aliases()).aliases}
 
 
-async def _live_collection(settings: Settings, client: AsyncQdrantClient) -> str:
+async def _live_collection(settings: Settings, client: "AsyncQdrantClient") -> str:
     """The collection the ENGRAM_COLLECTION alias points at.
 
     Raises:
@@ -124,6 +126,10 @@ async def open_live(settings: Settings, dense_dim: int) -> Store:
             if (other / DOOMED).exists() and other != folder:
                 shutil.rmtree(other, ignore_errors=True)  # a forget doomed it while a rebuild still read it
         return EdgeStore.open(folder, dense_dim)
+    from qdrant_client import models as qm
+
+    from shared.store.remote import ClientStore
+
     client = server_client(settings)
     try:
         aliases = await _aliases(client)
@@ -152,6 +158,8 @@ async def open_build(settings: Settings, name: str, dense_dim: int) -> Store:
         if folder.exists():
             raise ConfigError(f"a build named {name!r} already exists in {folder}; choose another name")
         return EdgeStore.open(folder, dense_dim)
+    from shared.store.remote import ClientStore
+
     client = server_client(settings)
     await _live_collection(settings, client)
     target = physical(settings, name)
@@ -164,6 +172,10 @@ async def switch(settings: Settings, live: Store, name: str, built: Store) -> st
     """Make build `name` the live one, atomically; returns the build it replaced (a collection or folder name, kept
     for a rollback and deleted by hand), if known."""
     if settings.qdrant_url:
+        from qdrant_client import models as qm
+
+        from shared.store.remote import ClientStore
+
         if not isinstance(built, ClientStore):
             raise ConfigError("a server build can only be a collection of that server")
         client = built.client  # the build's own connection: no other to open (and close) for one request
@@ -261,5 +273,7 @@ async def current(settings: Settings, live: Store) -> Store:
         if not isinstance(live, EdgeStore):
             raise ConfigError("a rebuild on Qdrant Edge needs the running Edge store")
         return live.view()
+    from shared.store.remote import ClientStore
+
     client = server_client(settings)
     return ClientStore(client, await _live_collection(settings, client))
