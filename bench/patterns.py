@@ -406,8 +406,9 @@ def drivers() -> list[tuple[str, Callable[[str], object]]]:
     from shared.compress.model import Window
     from shared.compress.offline import OfflineCompressor
     from shared.consolidation import importance, merge
+    from shared.evidence import figures
     from shared.llm import client, schemas
-    from shared.retrieval import figures, plan, tense
+    from shared.retrieval import plan, tense
     from shared.store import MemoryEntry
 
     ts = datetime(2024, 5, 8, 10, tzinfo=UTC)

@@ -6,11 +6,10 @@ An entry that states a preference, a plan or a commitment is *durable*: its rete
 """
 from dataclasses import dataclass
 
+from shared.evidence.lines import utterances
 from shared.store import MemoryEntry
 from shared.text import patterns, scripts
 
-_SPEAKER = patterns.compile(r"^[^:\n]{1,64}:\s*+", patterns.MULTILINE)
-_HEADER = patterns.compile(r"^\[[^\]\n]*\]$|^\(before: [^\n]*\)$", patterns.MULTILINE)
 _PREFERENCE = patterns.compile(
     r"\b(?:i|we)\s++(?:really\s++|absolutely\s++|just\s++)?(?:love|like|enjoy|adore|hate|prefer|dislike|can't stand)\b|"
     r"\bfavou?rite\b|\ballergic\b|\bvegetarian\b|\bvegan\b|"
@@ -49,12 +48,6 @@ class Signals:
     def durable(self) -> bool:
         """Preferences and commitments (and personal facts) do not fade with age alone."""
         return self.preference or self.commitment or self.personal
-
-
-def utterances(text: str) -> list[str]:
-    """The lines of a window as said, without their speakers, its date header and its context line."""
-    body = _HEADER.sub("", text)
-    return [line.strip() for line in _SPEAKER.sub("", body).splitlines() if line.strip()]
 
 
 def _chatty(lines: list[str]) -> bool:

@@ -6,7 +6,10 @@ owner is about the same thing, the way recall decides it (retrieval/currency.py)
 (its stored dense vector and its words in BM25) over the owner's episodes, and an episode is about the same thing
 when its fused score is within the band of the best one besides the window the fact was read from (which says it
 nearly word for word, a bar evidence in other words seldom reaches). An episode of that band said hours after the
-statement (not the same chat, which goes on about other things) that the fact was not read from outdates it.
+statement (not the same chat, which goes on about other things) that the fact was not read from outdates it; so does
+one of the same chat said after the statement that states a figure or a date again (evidence/restated.py: it holds
+what the fact is about and another value of the fact's kind), read by the rules or not: a correction a minute later,
+a count reported again within the hour.
 
 Only the rules' own reading says a fact again: a restatement they read is the slot's newest statement
 (supersede.py), so the fact is dated from it and its window is the fact's own; the windows of earlier statements,
@@ -35,6 +38,7 @@ from shared.compress.facts.render import named, without_stated
 from shared.compress.model import Slot
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
+from shared.evidence.restated import Reader, kind_of
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 
 MIN_GAP = timedelta(hours=6)
@@ -99,10 +103,25 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
     return {hit.entry.id: sum(1.0 / (rrf_k + best[i][score] - 1) for i, _, score in ranked(hit)) for hit in hits}
 
 
-def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int) -> str | None:
+def restates(fact: MemoryEntry, episode: MemoryEntry, reader: Reader) -> bool:
+    """Whether an episode said after the statement states again what the fact is about with another value of its
+    kind. Only a figure or a date can be told apart from talk about it this way: a later window of the same chat
+    that shares a name's or a state's words ("I love living by the sea" after "I live in Lisbon") says more about
+    it, not that it changed, and is left to the MIN_GAP rule."""
+    if episode.occurred_at <= fact.occurred_at:
+        return False
+    value = named(fact.attribute, fact.value) or ""
+    kind = kind_of(value) if value else None
+    if kind is None or value.casefold() in reader.own_lines(episode).casefold():
+        return False  # no value of a kind to state again, or the same value said again: no change
+    return reader.restates(episode, fact, reader.subject(_asked(fact), kind=kind)) is not None
+
+
+def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int,
+         reader: Reader | None = None) -> str | None:
     """The newer episode about the same thing that outdates `fact`, among the episodes its own text finds (best
-    first), or None: within `band` of the best score of an episode it was not read from, at least MIN_GAP after the
-    statement, and not one of its own windows.
+    first), or None: within `band` of the best score of an episode it was not read from, not one of its own
+    windows, and at least MIN_GAP after the statement or, with a `reader`, after it and stating it again.
 
     The window the fact was read from says it nearly word for word, so it takes the first rank of both searches and
     set the bar at its fused score: evidence in other words, a rank or two lower ("officially a Peoria resident"
@@ -124,7 +143,8 @@ def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int
     order = sorted(others, key=lambda h: (-score[h.entry.id], h.entry.occurred_at, h.entry.conversation_id,
                                           h.entry.source_turn_ids, h.entry.id))
     for hit in order:
-        if score[hit.entry.id] >= cut and hit.entry.occurred_at >= fact.occurred_at + MIN_GAP:
+        if score[hit.entry.id] >= cut and (hit.entry.occurred_at >= fact.occurred_at + MIN_GAP or (
+                reader is not None and restates(fact, hit.entry, reader))):
             return hit.entry.id
     return None
 
@@ -155,8 +175,9 @@ async def changes(store: Store, scope: Scope, facts: Sequence[Item], sparse: Bm2
                              idf_corpus=episodes)
                 for f in usable]
     found = await store.hybrid_batch(scope, searches, explain=True)
+    reader = Reader(sparse)
     for fact, hits in zip(usable, found, strict=True):
-        wanted = mark(fact.entry, hits, band, rrf_k)
+        wanted = mark(fact.entry, hits, band, rrf_k, reader)
         if fact.entry.outdated_by != wanted:
             out.append(Change(entry=fact.entry, payload={"outdated_by": wanted}))
     return out

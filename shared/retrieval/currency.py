@@ -34,7 +34,8 @@ from datetime import datetime
 
 from shared.consolidation.importance import small_talk
 from shared.consolidation.outdated import MIN_GAP, read_from
-from shared.retrieval import figures
+from shared.evidence import figures
+from shared.evidence.restated import Reader, Restatement, Subject
 from shared.retrieval.tense import Reading
 from shared.store import ScoredEntry
 
@@ -58,23 +59,48 @@ def _day(when: datetime) -> str:
     return when.date().isoformat()
 
 
-def _yield_to_evidence(order: list[ScoredEntry], chatter: set[str]) -> tuple[list[ScoredEntry], dict[str, str]]:
+@dataclass(frozen=True)
+class Restating:
+    """What judges restatements for one question: the reader and the question as its subject."""
+
+    reader: Reader
+    subject: Subject
+
+    def restates(self, later: ScoredEntry, earlier: ScoredEntry) -> Restatement | None:
+        """How the later hit states again what the earlier one said, if it does (it must be said later)."""
+        if later.entry.occurred_at <= earlier.entry.occurred_at:
+            return None
+        return self.reader.restates(later.entry, earlier.entry, self.subject)
+
+
+def _newer_than(claim: ScoredEntry, evidence: ScoredEntry, restating: Restating | None) -> str | None:
+    """Why an episode is newer evidence than a derived claim about the question, if it is: said `SAME_CHAT` after
+    the statement, or later and stating it again (not the window the claim was read from)."""
+    if evidence.entry.occurred_at >= claim.entry.occurred_at + SAME_CHAT:
+        return f"newer than its statement ({_day(claim.entry.occurred_at)} < {_day(evidence.entry.occurred_at)}"
+    if restating is None or read_from(claim.entry, evidence.entry):
+        return None
+    again = restating.restates(evidence, claim)
+    return None if again is None else f"said after its statement and {again.why()}"
+
+
+def _yield_to_evidence(order: list[ScoredEntry], chatter: set[str],
+                       restating: Restating | None) -> tuple[list[ScoredEntry], dict[str, str]]:
     """Move each derived claim below newer evidence after it (episodes not in `chatter`); a profile below it all."""
     reasons: dict[str, str] = {}
     out = list(order)
     for claim in [h for h in order if h.entry.kind in DERIVED]:
         i = out.index(claim)
         profile = claim.entry.kind == "profile"
-        later = [j for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic" and out[j].entry.id not in chatter
-                 and (profile or out[j].entry.occurred_at >= claim.entry.occurred_at + SAME_CHAT)]
+        later = [(j, why) for j in range(i + 1, len(out)) if out[j].entry.kind == "episodic"
+                 and out[j].entry.id not in chatter
+                 and (why := "" if profile else _newer_than(claim, out[j], restating)) is not None]
         if later:
-            last = later[-1]
+            last, why = later[-1]
             evidence = out[last].entry
             out.insert(last, out.pop(i))
-            reasons[claim.entry.id] = (
-                f"derived claim ({claim.entry.kind}) placed below evidence about the same question"
-                + ("" if profile else f" newer than its statement ({_day(claim.entry.occurred_at)} < "
-                                      f"{_day(evidence.occurred_at)}, entry {evidence.id})"))
+            reasons[claim.entry.id] = (f"derived claim ({claim.entry.kind}) placed below evidence about the same "
+                                       "question" + (f" {why}, entry {evidence.id})" if why else ""))
     return out, reasons
 
 
@@ -116,18 +142,19 @@ def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, 
 
 
 def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int | None = None,
-           figure: figures.Asked | None = None,
-           engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+           figure: figures.Asked | None = None, engine_fused: bool = True,
+           restating: Restating | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
 
     Only the first `k` hits trade places (all when None): relevance picks what is returned, time orders it.
     `figure` is how the question asks for a figure ("how many"), if it does: a window stating none is then no
     evidence of what the figure is now, as small talk is none of how things stand. `engine_fused` says the scores
     are the engine's fusion of the ranks the hits carry, so they can be counted again among each kind (deep
-    recall fuses lists of its own, and keeps its scores).
+    recall fuses lists of its own, and keeps its scores). `restating` judges whether a later hit of a chat states
+    again what an earlier one said (restated.py); without it the windows of a chat stay level.
     """
     top = len(hits) if k is None else k
-    moved, reasons = _in_band(hits[:top], reading, currency, figure, engine_fused)
+    moved, reasons = _in_band(hits[:top], reading, currency, figure, engine_fused, restating)
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
@@ -175,13 +202,41 @@ def _chats(when: dict[int, datetime]) -> tuple[dict[int, int], int]:
     return chat, count
 
 
+def _steps(hits: list[ScoredEntry], chat: dict[int, int], chats: int, restating: Restating | None
+           ) -> tuple[dict[int, int], int, dict[int, Restatement]]:
+    """Each hit's step in time, counted from the oldest, and how many steps there are: a chat is a step, and so is
+    each window of it that states again what an earlier window of the chat said (a correction, a count reported
+    again, a date moved: restated.py); the chat's other windows stay on its first step, level. Also the
+    restatement that gave each hit its step."""
+    members: dict[int, list[int]] = {}
+    for i in sorted(chat, key=lambda i: (hits[i].entry.occurred_at, hits[i].entry.id)):
+        members.setdefault(chat[i], []).append(i)
+    step: dict[int, int] = {}
+    because: dict[int, Restatement] = {}
+    base = 0
+    for c in range(chats):
+        sub: dict[int, int] = {}
+        for n, i in enumerate(members.get(c, [])):
+            sub[i] = 0
+            if restating is None or hits[i].entry.kind != "episodic":
+                continue
+            for j in members[c][:n]:
+                if hits[j].entry.kind == "episodic" and sub[j] + 1 > sub[i] and (
+                        again := restating.restates(hits[i], hits[j])) is not None:
+                    sub[i], because[i] = sub[j] + 1, again
+        for i, extra in sub.items():
+            step[i] = base + extra
+        base += max(sub.values(), default=0) + 1
+    return step, base, because
+
+
 def reorders(reading: Reading, k: int) -> bool:
     """Whether the band may reorder `k` hits for this question: not one about a past event, and not a single hit."""
     return reading.orientation != "event" and k > 1
 
 
 def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: figures.Asked | None,
-             engine_fused: bool) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+             engine_fused: bool, restating: Restating | None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
     if not reorders(reading, len(hits)):
         return hits, {}
@@ -200,20 +255,21 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
         i for i in band if i not in chatter and not figures.stated(hits[i].entry, figure.named)}
     chatter |= figureless
     chat, chats = _chats({i: hits[i].entry.occurred_at for i in band if i not in chatter})
+    step, steps, restated = _steps(hits, chat, chats, restating)
 
     def gain(i: int) -> float:
-        # All of the weight for the newest chat (the oldest, for an earlier state), a share for each chat it is
-        # newer than: windows of one chat stay level, and relevance alone orders them; small talk gains nothing,
-        # so evidence of the band's oldest chat still gains more than small talk does.
+        # All of the weight for the newest step (the oldest, for an earlier state), a share for each step it is
+        # newer than: windows of one chat that restate nothing stay level, and relevance alone orders them; small
+        # talk gains nothing, so evidence of the band's oldest chat still gains more than small talk does.
         if i in chatter:
             return 0.0
-        step = chat[i] if newer_first else chats - 1 - chat[i]
-        return weight * (step + 1) / chats
+        n = step[i] if newer_first else steps - 1 - step[i]
+        return weight * (n + 1) / steps
 
     moved = [hits[i] for i in sorted(band, key=lambda i: relevance[i] + gain(i), reverse=True)]
     reasons: dict[str, list[str]] = {}
     if newer_first:
-        moved, yielded = _yield_to_evidence(moved, {hits[i].entry.id for i in chatter})
+        moved, yielded = _yield_to_evidence(moved, {hits[i].entry.id for i in chatter}, restating)
         for entry_id, why in yielded.items():
             reasons.setdefault(entry_id, []).append(why)
     out = list(hits)
@@ -226,7 +282,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
             why = (f"states no figure and the question asks for one ({figure.cue}), no gain for its age"
                    if figure and was in figureless else "small talk, no gain for its age" if was in chatter
                    else f"{which} evidence first (+{gain(was):.2f} of {weight:g}: chat {chat[was] + 1} of {chats} "
-                        f"by date)")
+                        f"by date" + (f", step {step[was] + 1} of {steps}: {restated[was].why()}"
+                                     if was in restated else "") + ")")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "
                 f"within the band ({1.0 - currency.band:.2f}); {why}: "

@@ -141,7 +141,7 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     fused, ordering = await asyncio.to_thread(  # off the event loop, as recall.py says why
         for_time, fuse(state.lists, request.k), request.query,
         language.detect_iso(request.query, retrieval.settings.bm25_language), retrieval.settings, request.k,
-        engine_fused=False)  # fused here, by FUSION_K
+        retrieval.sparse, engine_fused=False)  # fused here, by FUSION_K
     total = (time.perf_counter() - started) * 1e3
     timings = searched.timings
     model_ms = total - timings.embed - timings.search

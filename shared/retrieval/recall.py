@@ -7,9 +7,11 @@ from datetime import UTC, datetime
 
 from engram_client.contract import EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
+from shared.evidence import figures
+from shared.evidence.restated import Reader
 from shared.llm import LlmClient
-from shared.retrieval import figures, tense
-from shared.retrieval.currency import Currency, reorders, rerank
+from shared.retrieval import tense
+from shared.retrieval.currency import Currency, Restating, reorders, rerank
 from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
@@ -135,15 +137,18 @@ def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], 
     return out, reasons
 
 
-def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings, k: int,
+def for_time(hits: list[ScoredEntry], query: str, lang: str, settings: Settings, k: int, sparse: Bm25Encoder,
              engine_fused: bool = True, reading: tense.Reading | None = None
              ) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits ordered for the time the query asks about (currency.py), last, so that nothing after it undoes
     what `explain` says, and why each one moved (`engine_fused`: the scores are the store's fusion of the hits'
-    ranks; `reading`: the query's, when already read)."""
+    ranks; `reading`: the query's, when already read; `sparse`: BM25's analysis, which judges restatements)."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
                         tense_weight=settings.recency_tense_weight, rrf_k=settings.rrf_k)
-    return rerank(hits, reading or tense.read(query, lang), currency, k, figures.asked(query), engine_fused)
+    figure = figures.asked(query)
+    reader = Reader(sparse)
+    restating = Restating(reader, reader.subject(tense.topic(query), figure))
+    return rerank(hits, reading or tense.read(query, lang), currency, k, figure, engine_fused, restating)
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
         # Off the event loop: judging currency reads the entries' text (a figure asked for), which other tenants'
         # requests and the process's health checks must not wait behind.
         hits, ordering = await asyncio.to_thread(for_time, hits, request.query, query_plan.lang, settings, request.k,
-                                                 reading=reading)
+                                                 retrieval.sparse, reading=reading)
         hits = hits[:request.k]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,

@@ -23,6 +23,22 @@ LATENCY_BEFORE = [("小周", "结账服务的p95延迟现在是850毫秒，老�
 LATENCY_AFTER = [("小周", "这周加了缓存，结账服务p95降到320毫秒了！"), ("助手", "效果很明显，恭喜！"),
                  ("小周", "终于可以早点下班了哈哈"), ("助手", "好好休息～")]
 
+# One sitting: a count, twenty minutes about other things, then the count again (a minute between turns).
+BACKLOG = [("Mara", "The migration backlog has 30 open tickets right now, most of them about the billing screens."),
+           ("Assistant", "Thirty is manageable in two sprints if you group them by screen and start with the ones "
+                         "that block invoicing; the reports can wait until the end."),
+           ("Mara", "Makes sense. The invoices are what the finance team keeps asking about."),
+           ("Assistant", "Then put those first and tell finance the order, so they know when to expect them."),
+           ("Mara", "Different topic: the sprint review moved to Thursday afternoon, the designers asked for it."),
+           ("Assistant", "Thursday works. Send the agenda the day before so the designers can bring their "
+                         "mock-ups, and keep the demo to the screens that changed."),
+           ("Mara", "I will. I also need to book the big meeting room for it."),
+           ("Assistant", "Book it for ninety minutes; reviews with designers tend to run over."),
+           ("Mara", "Quick update: we closed a few today, 24 tickets to go in the backlog."),
+           ("Assistant", "Nice progress. At this pace the billing screens are clear by the end of next week."),
+           ("Mara", "Fingers crossed, the last ones are the hardest."),
+           ("Assistant", "They usually are; keep an hour a day for them.")]
+
 
 def first_holding(reply: RecallResponse, word: str) -> int | None:
     """The rank (0-based) of the first entry whose text holds `word`."""
@@ -81,3 +97,19 @@ async def test_a_fact_possibly_outdated_says_so_and_history_shows_what_replaced_
     assert "Graz" in history[-1].text
     profiles = [v for v in views if v.kind == "profile"]
     assert all("lives in Vienna" not in p.text for p in profiles), [p.text for p in profiles]
+
+
+async def test_a_count_reported_again_in_the_same_sitting_is_current(client: MemoryClient) -> None:
+    """Twenty minutes after "30 open tickets", between long answers, Mara says "24 tickets to go" in the same
+    conversation: asked how many open tickets the backlog has (in the first window's words), the later window comes
+    first and explain says what it restates; asked how many there were at first, the first count is found."""
+    await store_all(client, conversation(BACKLOG, "mara-sitting", MARCH, user_id="mara"))
+    await client.consolidate()
+
+    now = await client.recall("How many open tickets does the migration backlog have?", user_id="mara",
+                              explain=True)
+    assert "24 tickets" in now.entries[0].text, [e.text for e in now.entries]
+    top = now.entries[0].explanation
+    assert top is not None and any("restates entry" in why for why in top.ordering), top
+    before = await client.recall("How many tickets were in the migration backlog at first?", user_id="mara")
+    assert first_holding(before, "30 open tickets") is not None

@@ -6,7 +6,7 @@ import pytest
 
 from engram_client.contract import EntryKind
 from shared.consolidation import outdated
-from shared.retrieval import figures
+from shared.evidence import figures
 from shared.retrieval.currency import Currency, among_own_kind, rerank
 from shared.retrieval.tense import read, topic
 from shared.store import MemoryEntry, ScoredEntry

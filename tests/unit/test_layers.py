@@ -10,7 +10,9 @@ The order, lowest first, and why each package sits where it does:
 3. `shared.messaging`, `shared.store`, `shared.embedding`, `shared.llm`: one outside system each. They sit on one
    layer because the store takes its API key and CA from messaging's security module (one place for every secret)
    and the sparse encoder produces the store's vector type; the cycle check keeps those sideways imports one way.
-4. `shared.compress`, `shared.working_memory`: built on one of those systems each (the LLM; NATS key-value).
+4. `shared.compress`, `shared.working_memory`: built on one of those systems each (the LLM; NATS key-value); and
+   `shared.evidence` (whether a window states a figure or a date, whether a later one states a thing again), which
+   reads dates as the compressor writes them and which consolidation's marks and retrieval's currency share.
 5. `shared.consolidation`: jobs over stored entries (supersede, merge, forget); forget also empties working memory.
 6. `shared.ingest`, `shared.retrieval`: the two paths. Ingest supersedes a slot the moment it writes a fact, and
    retrieval judges currency with consolidation's gap after which newer evidence outdates a fact (MIN_GAP), so
@@ -31,7 +33,7 @@ LAYERS: dict[str, int] = {
     "shared.errors": 1, "shared.settings": 1,
     "shared.runtime": 2, "shared.tracing": 2, "shared.text": 2, "shared.tenancy": 2, "shared.tls": 2,
     "shared.messaging": 3, "shared.store": 3, "shared.embedding": 3, "shared.llm": 3,
-    "shared.compress": 4, "shared.working_memory": 4,
+    "shared.compress": 4, "shared.working_memory": 4, "shared.evidence": 4,
     "shared.consolidation": 5,
     "shared.ingest": 6, "shared.retrieval": 6,
     "shared.rebuild": 7, "shared.evaluation": 7, "shared.transfer": 7,

@@ -105,7 +105,7 @@ def test_pattern_runs_in_linear_time_on_its_own_pieces(found: measured.Found) ->
 def test_every_pattern_is_found() -> None:
     """Introspection reaches the patterns of each package: the fact rules, recall's reading, the contract's."""
     places = {f.where.rsplit(".", 1)[0] for f in FOUND}
-    assert {"shared.compress.facts.chinese_life", "shared.compress.facts.english", "shared.retrieval.figures",
+    assert {"shared.compress.facts.chinese_life", "shared.compress.facts.english", "shared.evidence.figures",
             "shared.consolidation.importance", "shared.llm.client"} <= places
     assert TENANT_PATTERN in {f.source for f in FOUND}  # the client's, wherever else it is compiled too
 

@@ -11,7 +11,7 @@ numbers is the one thing this looks for in the memories; it never reads what the
 from dataclasses import dataclass
 
 from shared.compress.facts.tastes import MONTH
-from shared.consolidation.importance import utterances
+from shared.evidence.lines import utterances
 from shared.store import MemoryEntry
 from shared.text import patterns
 
@@ -53,6 +53,11 @@ _FIGURE = patterns.compile(
 
 
 _NAMED = patterns.compile(r"[^\W_]*\d[^\W_]*")  # a word with digits: "p95", "Q1", "v2"
+# A question whose answer is a date: "when is…" (one about a past event, "when did…", tense.py leaves to relevance
+# before this is asked), "what date", "by which day", a deadline; 哪天, 什么时候, 几号, 几月几日, 日期, 截止.
+_ASKS_DATE = (patterns.compile(r"\bwhen\b|\b(?:what|which)\s++(?:date|day)\b|\bdeadline\b|\bdue\b",
+                               patterns.IGNORECASE),
+              patterns.compile(r"哪天|哪一天|什么时候|什么日子|几号|几月几|日期|截止"))
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,23 @@ def asked(query: str) -> Asked | None:
 def stated(entry: MemoryEntry, besides: frozenset[str] = frozenset()) -> bool:
     """Whether an entry's own lines state a figure: a number that is not a date, nor a word with digits the
     question said itself (`besides`: "what is the p95 latency?" is not answered by a window that says "p95")."""
-    text = _DATES.sub(" ", "\n".join(utterances(entry.text[:MAX_READ_CHARS])))
+    return figured("\n".join(utterances(entry.text[:MAX_READ_CHARS])), besides)
+
+
+def asks_date(query: str) -> str | None:
+    """The words by which a question asks for a date, if it does (for explain)."""
+    found = next((m for pattern in _ASKS_DATE if (m := pattern.search(query))), None)
+    return None if found is None else found.group(0)
+
+
+def dated(text: str) -> bool:
+    """Whether these lines (an entry's own, or a fact's) state a date."""
+    return _DATES.search(text[:MAX_READ_CHARS]) is not None
+
+
+def figured(text: str, besides: frozenset[str] = frozenset()) -> bool:
+    """Whether these lines state a figure that is not a date (see `stated`)."""
+    text = _DATES.sub(" ", text[:MAX_READ_CHARS])
     if besides and any(word in text.casefold() for word in besides):
         text = _NAMED.sub(lambda m: " " if m.group(0).casefold() in besides else m.group(0), text)
     return _FIGURE.search(text) is not None
