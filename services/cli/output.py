@@ -84,14 +84,14 @@ def updates_tables(report: UpdatesReport) -> None:
     table = Table(title=f"Update stories ({report.split}), k = {report.k}, "
                         f"{'after' if report.consolidated else 'without'} consolidate")
     for column in ("group", "stories", "present", "old above", "top current", "past", "past@k", "unchanged",
-                   "unchanged@k", "unchanged top", "stale profiles", "profiles current", "facts current",
-                   "facts stale"):
+                   "unchanged@k", "unchanged top", "unchanged top 3", "stale profiles", "profiles current",
+                   "facts current", "facts stale"):
         table.add_column(column, justify="left" if column == "group" else "right")
     groups = [("all", report.overall), *report.by_language.items(), *report.by_change.items()]
     for name, f in groups:
         table.add_row(name, str(f.stories), str(f.present), f"{f.old_above:.1%}", f"{f.top_current:.1%}",
                       str(f.past), f"{f.past_at_k:.1%}", str(f.unchanged), f"{f.unchanged_at_k:.1%}",
-                      f"{f.unchanged_top:.1%}", str(f.stale_profiles), str(f.profiles_current), str(f.facts_current),
-                      str(f.facts_stale))
-    Console(width=max(console.width, 185)).print(table)  # wider than a terminal: the report has 14 columns
+                      f"{f.unchanged_top:.1%}", f"{f.unchanged_top3:.1%}", str(f.stale_profiles),
+                      str(f.profiles_current), str(f.facts_current), str(f.facts_stale))
+    Console(width=max(console.width, 185)).print(table)  # wider than a terminal: the report has 15 columns
     console.print(f"ingest {report.ingest_s:.1f} s")

@@ -247,7 +247,8 @@ class Figures(BaseModel):
     past_at_k: float = 0.0       # share of past questions whose answer is in the top k
     unchanged: int = 0
     unchanged_at_k: float = 0.0  # share of questions about what never changed answered in the top k
-    unchanged_top: float = 0.0
+    unchanged_top: float = 0.0   # ... answered by the first entry
+    unchanged_top3: float = 0.0  # ... answered in the first three entries
     stale_profiles: int = 0      # profiles with a line stating a replaced value
     profiles_current: int = 0    # profiles with a line stating the current value of the present question
     facts_current: int = 0       # stories with an active fact naming the current value
@@ -276,6 +277,8 @@ def figures(judged: Sequence[Judged], stale: dict[str, list[str]], k: int,
         past=len(past), past_at_k=found(past),
         unchanged=len(unchanged), unchanged_at_k=found(unchanged),
         unchanged_top=sum(j.top for j in unchanged) / len(unchanged) if unchanged else 0.0,
+        unchanged_top3=sum(1 for j in unchanged if j.current_rank is not None and j.current_rank <= 3)
+        / len(unchanged) if unchanged else 0.0,
         stale_profiles=sum(1 for s in stories if stale.get(s)),
         profiles_current=sum(1 for s in stories if s in profile_current),
         facts_current=sum(1 for f in facts if f.story in stories and f.current),

@@ -166,9 +166,11 @@ def _judged(kind: str, current: int | None, old: int | None = None, language: st
 def test_figures_are_shares_of_each_kind_of_question() -> None:
     """Old above and top current are shares of present questions; past and unchanged are found within k."""
     judged = [_judged("present", 1), _judged("present", 3, 2), _judged("present", None, 4), _judged("present", 2),
-              _judged("past", 4), _judged("past", 11), _judged("unchanged", 1), _judged("unchanged", None)]
+              _judged("past", 4), _judged("past", 11), _judged("unchanged", 1), _judged("unchanged", None),
+              _judged("unchanged", 3), _judged("unchanged", 4)]
     stale = {judged[1].story: ["- lives in Vienna"]}
     got = figures(judged, stale, k=10)
     assert (got.present, got.old_above, got.top_current) == (4, 0.5, 0.25)
-    assert (got.past, got.past_at_k, got.unchanged, got.unchanged_at_k, got.unchanged_top) == (2, 0.5, 2, 0.5, 0.5)
-    assert got.stale_profiles == 1 and got.stories == 8
+    assert (got.past, got.past_at_k, got.unchanged, got.unchanged_at_k) == (2, 0.5, 4, 0.75)
+    assert (got.unchanged_top, got.unchanged_top3) == (0.25, 0.5)
+    assert got.stale_profiles == 1 and got.stories == 10
