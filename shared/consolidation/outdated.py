@@ -40,6 +40,7 @@ from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
 from shared.evidence.restated import Reader, kind_of
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
+from shared.store.hits import rrf
 
 MIN_GAP = timedelta(hours=6)
 CANDIDATES = 10  # episodes looked at per fact
@@ -100,7 +101,7 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
     for hit in hits:
         for i, rank, score in ranked(hit):
             best[i][score] = min(best[i].get(score, rank), rank)
-    return {hit.entry.id: sum(1.0 / (rrf_k + best[i][score] - 1) for i, _, score in ranked(hit)) for hit in hits}
+    return {hit.entry.id: sum(rrf(best[i][score], rrf_k) for i, _, score in ranked(hit)) for hit in hits}
 
 
 def restates(fact: MemoryEntry, episode: MemoryEntry, reader: Reader) -> bool:

@@ -38,6 +38,7 @@ from shared.evidence import figures
 from shared.evidence.restated import Reader, Restatement, Subject
 from shared.retrieval.tense import Reading
 from shared.store import ScoredEntry
+from shared.store.hits import rrf
 
 DERIVED = ("fact", "profile")
 # Evidence counts as newer than a statement only when said this much later: the rest of the same chat goes on
@@ -184,8 +185,8 @@ def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
         everyone = own = 0.0
         for search, rank in enumerate((hit.dense_rank, hit.sparse_rank)):
             if rank is not None:
-                everyone += 1.0 / (rrf_k + rank - 1)
-                own += 1.0 / (rrf_k + rank - 1 - bisect.bisect_left(ranks[search, not kind], rank))
+                everyone += rrf(rank, rrf_k)
+                own += rrf(rank - bisect.bisect_left(ranks[search, not kind], rank), rrf_k)
         out.append(hit.score * own / everyone)
     return out
 

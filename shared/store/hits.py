@@ -54,10 +54,15 @@ def _holds(entry: MemoryEntry, condition: Condition) -> bool:
     return value is None or value == []
 
 
+def rrf(rank: int, rrf_k: int) -> float:
+    """What a 1-based rank in one search adds to a hit's reciprocal rank fusion, as Qdrant computes it."""
+    return 1.0 / (rrf_k + rank - 1)
+
+
 def fuse(dense: list[Any], sparse: list[Any], search: HybridSearch, explain: bool,
          with_vectors: bool) -> list[ScoredEntry]:
     """A hybrid search's hits from its dense and sparse results (each asked for `prefetch_limit + TIE_MARGIN`):
-    reciprocal rank fusion (1 / (rrf_k + rank - 1) from each search, as Qdrant computes it), the best
+    reciprocal rank fusion (`rrf` of its rank in each search, as Qdrant computes it), the best
     `max(limit, candidates)` of it boosted (score × (1 + the weight of each boost with a condition that holds)),
     the best `limit` kept. Done here rather than in the engine so that every tie is ordered by id: the same
     question gets the same hits in the same order every time, and from every store holding the same entries (the
@@ -72,7 +77,7 @@ def fuse(dense: list[Any], sparse: list[Any], search: HybridSearch, explain: boo
             points.setdefault(str(point.id), point)
             if with_vectors and dense_of(point.vector):
                 vectors.setdefault(str(point.id), dense_of(point.vector))
-    fused = {pid: sum(1.0 / (search.rrf_k + by[pid][0] - 1) for by in ranks if pid in by) for pid in points}
+    fused = {pid: sum(rrf(by[pid][0], search.rrf_k) for by in ranks if pid in by) for pid in points}
     pool = sorted(fused, key=lambda pid: (-fused[pid], pid))[:max(search.limit, search.candidates)]
     entries = {pid: MemoryEntry.from_point(pid, points[pid].payload or {}) for pid in pool}
     scores = {pid: fused[pid] * (1 + sum(b.weight for b in search.boosts
