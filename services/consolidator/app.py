@@ -9,7 +9,7 @@ from engram_client import subjects
 from engram_client.contract import ConsolidateRequest, ExportRequest, Forget, ImportRequest, RebuildRequest
 from services.consolidator.deps import ConsolidatorDeps
 from shared.consolidation.requests import consolidate_leased, forget_leased
-from shared.embedding import embedder_name, open_embedder
+from shared.embedding import embedder_name
 from shared.messaging import replies
 from shared.rebuild.run import rebuild
 from shared.retrieval.fit import REPLY_HEADROOM_BYTES
@@ -18,7 +18,7 @@ from shared.settings import Settings
 from shared.tenancy.known import KnownTenants
 from shared.tenancy.limits import RequestLimits
 from shared.tracing import requests as traced
-from shared.transfer import Importing, OnDemandEmbedder, export_page, import_leased
+from shared.transfer import Importing, export_page, import_leased
 
 QUEUE = "consolidator"
 
@@ -28,7 +28,6 @@ class Consolidator:
     """One replica: its handlers on the broker and its share of the schedule."""
 
     deps: ConsolidatorDeps
-    embedding: OnDemandEmbedder | None = None  # opened by the first import this replica serves
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
 
@@ -44,8 +43,6 @@ class Consolidator:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self.embedding is not None:
-            await self.embedding.close()
 
 
 def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
@@ -82,17 +79,15 @@ def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
                                                 deps.broker.connection.max_payload - REPLY_HEADROOM_BYTES,
                                                 embedder_name(settings)))
 
-    embedding = OnDemandEmbedder(lambda: open_embedder(settings))
-
     @router.subscriber(subjects.nats_wildcard(subjects.import_(settings.subject_prefix)), queue=QUEUE,
                        decoder=replies.raw_body)
     async def on_import(msg: NatsMessage) -> bytes:
         request = ImportRequest.model_validate_json(msg.body)
         importing = Importing(store=deps.places.store, working_memory=deps.places.working_memory,
                               js=deps.places.js, prefix=settings.subject_prefix, sparse=deps.consolidation.sparse,
-                              embedder=embedding.get, embedder_name=embedder_name(settings))
+                              embedder=deps.embedding.get, embedder_name=embedder_name(settings))
         return replies.encode(await import_leased(importing, deps.leases, replies.tenant_of(msg), request,
                                                   wait_s=wait_s))
 
     deps.broker.include_router(router)
-    return Consolidator(deps, embedding)
+    return Consolidator(deps)

@@ -1,7 +1,8 @@
 """What a consolidator opens: its FastStream broker (whose one connection also reaches working memory, the streams
 and the lease buckets), BM25 for profiles, over a store its caller shares. No embedding model at start: the jobs
 reuse the vectors stored with each entry; a forget that finds the person's words in someone else's episode opens
-the ingestors' compressor and embedder to write it again (rewrite.py), and a rebuild opens one for its duration."""
+the ingestors' compressor and embedder to write it again (rewrite.py), an import opens the same embedder (one per
+replica, on first use), and a rebuild opens one for its duration."""
 import contextlib
 import os
 import socket
@@ -20,7 +21,7 @@ from shared.consolidation.requests import forget_then_rescan
 from shared.consolidation.rewrite import Rederive
 from shared.consolidation.run import Consolidation, consolidate
 from shared.consolidation.schedule import Scheduler
-from shared.embedding import Bm25Encoder, embedding_dim
+from shared.embedding import Bm25Encoder, OnDemandEmbedder, embedding_dim, open_embedder
 from shared.llm import LlmClient
 from shared.messaging import connection, events, streams
 from shared.messaging.security import nats_security
@@ -39,6 +40,7 @@ class ConsolidatorDeps:
     places: Places
     consolidation: Consolidation
     leases: Leases
+    embedding: OnDemandEmbedder  # the dense embedder, opened by the first rewrite or import this replica serves
     llm: LlmClient | None = None
 
     @property
@@ -89,6 +91,7 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
                             name: str = "engram-consolidator") -> AsyncIterator[ConsolidatorDeps]:
     """Connect the broker and open working memory, the streams and the leases over it; close all on exit."""
     broker, nc = await connection.open_broker(nats_url, name, nats_security(settings))
+    embedding = OnDemandEmbedder(lambda: open_embedder(settings))
     try:
         js = nc.jetstream()
         replicas = streams.replicas(connection.server_info(nc), settings.nats_replicas)
@@ -97,7 +100,7 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
                                                   replicas=replicas)
         publish = events.publisher(nc, settings.subject_prefix)
         places = Places(store=store, working_memory=working_memory, js=js, prefix=settings.subject_prefix,
-                        publish=publish, dim=embedding_dim(settings), rederive=Rederive(settings, llm),
+                        publish=publish, dim=embedding_dim(settings), rederive=Rederive(settings, embedding, llm),
                         retired=lambda: builds.drop_retired(settings, store))
         # Its writes are fenced by the tenant's lease (a run that lost it while paused writes nothing more).
         consolidation = Consolidation(store=FencedStore(store), publish=publish,
@@ -105,6 +108,7 @@ async def open_consolidator(settings: Settings, nats_url: str, *, store: Store, 
         holder = f"{socket.gethostname()}:{os.getpid()}:{name}"
         leases = await Leases.open(js, settings.subject_prefix, holder, settings.lease_ttl_s, replicas)
         yield ConsolidatorDeps(settings=settings, broker=broker, places=places, consolidation=consolidation,
-                               leases=leases, llm=llm)
+                               leases=leases, embedding=embedding, llm=llm)
     finally:
         await connection.stop_broker(broker)
+        await embedding.close()

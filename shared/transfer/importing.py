@@ -21,27 +21,6 @@ from shared.working_memory import WorkingMemory
 from shared.working_memory import buffer as buffers
 
 
-class OnDemandEmbedder:
-    """The dense embedder imports need, opened at the first import a consolidator replica serves (the consolidator
-    has none of its own: its jobs reuse stored vectors) and closed with the replica."""
-
-    def __init__(self, opener: Callable[[], Embedder]) -> None:
-        self._opener = opener
-        self._embedder: Embedder | None = None
-
-    def get(self) -> Embedder:
-        """The embedder, opened now if it was not yet."""
-        if self._embedder is None:
-            self._embedder = self._opener()
-        return self._embedder
-
-    async def close(self) -> None:
-        """Close the embedder if one was opened."""
-        if self._embedder is not None:
-            embedder, self._embedder = self._embedder, None
-            await embedder.close()
-
-
 @dataclass(frozen=True)
 class Importing:
     """What an import writes with: the store, working memory (read), the turns streams and both encoders."""
