@@ -203,32 +203,27 @@ def _chats(when: dict[int, datetime]) -> tuple[dict[int, int], int]:
     return chat, count
 
 
-def _steps(hits: list[ScoredEntry], chat: dict[int, int], chats: int, restating: Restating | None
-           ) -> tuple[dict[int, int], int, dict[int, Restatement]]:
-    """Each hit's step in time, counted from the oldest, and how many steps there are: a chat is a step, and so is
-    each window of it that states again what an earlier window of the chat said (a correction, a count reported
-    again, a date moved: restated.py); the chat's other windows stay on its first step, level. Also the
-    restatement that gave each hit its step."""
+def _steps(hits: list[ScoredEntry], chat: dict[int, int], restating: Restating | None
+           ) -> tuple[dict[int, tuple[int, int]], dict[int, Restatement]]:
+    """Each hit's step within its chat and how many steps its chat has: a window that states again what an earlier
+    window of the chat said (a correction, a count reported again, a date moved: restated.py) is a step after it;
+    the chat's other windows stay on its first step, level. Also the restatement that gave each hit its step."""
     members: dict[int, list[int]] = {}
     for i in sorted(chat, key=lambda i: (hits[i].entry.occurred_at, hits[i].entry.id)):
         members.setdefault(chat[i], []).append(i)
     step: dict[int, int] = {}
     because: dict[int, Restatement] = {}
-    base = 0
-    for c in range(chats):
-        sub: dict[int, int] = {}
-        for n, i in enumerate(members.get(c, [])):
-            sub[i] = 0
+    for of_chat in members.values():
+        for n, i in enumerate(of_chat):
+            step[i] = 0
             if restating is None or hits[i].entry.kind != "episodic":
                 continue
-            for j in members[c][:n]:
-                if hits[j].entry.kind == "episodic" and sub[j] + 1 > sub[i] and (
+            for j in of_chat[:n]:
+                if hits[j].entry.kind == "episodic" and step[j] + 1 > step[i] and (
                         again := restating.restates(hits[i], hits[j])) is not None:
-                    sub[i], because[i] = sub[j] + 1, again
-        for i, extra in sub.items():
-            step[i] = base + extra
-        base += max(sub.values(), default=0) + 1
-    return step, base, because
+                    step[i], because[i] = step[j] + 1, again
+    last = {c: max(step[i] for i in of_chat) for c, of_chat in members.items()}
+    return {i: (step[i], last[chat[i]] + 1) for i in step}, because
 
 
 def reorders(reading: Reading, k: int) -> bool:
@@ -256,16 +251,19 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
         i for i in band if i not in chatter and not figures.stated(hits[i].entry, figure.named)}
     chatter |= figureless
     chat, chats = _chats({i: hits[i].entry.occurred_at for i in band if i not in chatter})
-    step, steps, restated = _steps(hits, chat, chats, restating)
+    step, restated = _steps(hits, chat, restating)
 
     def gain(i: int) -> float:
-        # All of the weight for the newest step (the oldest, for an earlier state), a share for each step it is
-        # newer than: windows of one chat that restate nothing stay level, and relevance alone orders them; small
-        # talk gains nothing, so evidence of the band's oldest chat still gains more than small talk does.
+        # All of the weight for the newest chat (the oldest, for an earlier state), a share for each chat it is
+        # newer than: windows of one chat stay level, and relevance alone orders them, unless one states again what
+        # an earlier one said, which then takes its chat's share and the earlier one a part of it (the newest of s
+        # steps all, the one before (s - 1)/s); small talk gains nothing, so evidence of the band's oldest chat
+        # still gains more than small talk does.
         if i in chatter:
             return 0.0
-        n = step[i] if newer_first else steps - 1 - step[i]
-        return weight * (n + 1) / steps
+        at, of = step[i]
+        n, at = (chat[i], at) if newer_first else (chats - 1 - chat[i], of - 1 - at)
+        return weight * (n + (at + 1) / of) / chats
 
     moved = [hits[i] for i in sorted(band, key=lambda i: relevance[i] + gain(i), reverse=True)]
     reasons: dict[str, list[str]] = {}
@@ -283,7 +281,7 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
             why = (f"states no figure and the question asks for one ({figure.cue}), no gain for its age"
                    if figure and was in figureless else "small talk, no gain for its age" if was in chatter
                    else f"{which} evidence first (+{gain(was):.2f} of {weight:g}: chat {chat[was] + 1} of {chats} "
-                        f"by date" + (f", step {step[was] + 1} of {steps}: {restated[was].why()}"
+                        f"by date" + (f", step {step[was][0] + 1} of {step[was][1]} in it: {restated[was].why()}"
                                      if was in restated else "") + ")")
             reasons.setdefault(hit.entry.id, []).insert(0, (
                 f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "

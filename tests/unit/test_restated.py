@@ -102,6 +102,16 @@ def test_each_correction_of_several_is_a_step_newer_than_the_one_before() -> Non
     assert any("step 3 of 3" in why for why in reasons["third"]), reasons["third"]
 
 
+def test_a_restatement_in_an_older_chat_does_not_narrow_the_newer_chats_lead() -> None:
+    """A correction within last week's chat orders that chat's windows, not the chats: this week's count, less
+    relevant, still comes before both of last week's (as it does without the correction)."""
+    hits = [said("thirty", 1.0, 0, "Mara: the migration backlog has 30 open tickets, mostly billing screens"),
+            said("twenty-eight", 0.9, 20, "Mara: correction, the migration backlog has 28 open tickets, not 30"),
+            said("this-week", 0.55, 10 * 24 * 60, "Mara: this week the migration backlog is at 24 open tickets")]
+    names, _ = ranked(hits, "How many open tickets does the migration backlog have?")
+    assert names == ["this-week", "twenty-eight", "thirty"]
+
+
 def test_a_date_moved_in_the_same_chat_counts_for_a_question_about_when() -> None:
     """"When is the launch?" asks for a date: the later window that moves it comes first; a later one that only
     talks about the launch (no date) is no restatement."""
