@@ -6,7 +6,7 @@ It is decided without reading how either is said, from two things measured on th
 line, no speakers, no date header):
 
 - What it shares. Of the question's terms (BM25's: the language's tokenizer, stopwords and stemmer) that the earlier
-  entry holds, the later one holds at least `SHARE`, and at least one. A window of the same chat that is merely
+  entry holds, the later one holds at least `SHARE`, and at least `MIN_SHARED`. A window of the same chat that is merely
   near in time and about other things holds less of what made the earlier one an answer.
 - A value of the kind asked. When the question asks for a figure ("how many", "多少", a measured thing: figures.py)
   the later entry states one; when it asks for a date ("when is", "哪天") it states one. For other questions (a
@@ -28,6 +28,7 @@ from shared.store import MemoryEntry
 # half: asking all of them of questions that ask for no figure or date kept two more unchanged values first, and
 # lost two names and states said again (0.0% / 94.3% old above / current first with one half, 2.9% / 91.4% with all).
 SHARE = 0.5
+MIN_SHARED = 2  # and at least this many: one term in common ("hives") is any later talk of the thing with a number
 
 Kind = Literal["figure", "date"]
 
@@ -101,7 +102,7 @@ class Reader:
         """How `later` states again what `earlier` said about the subject, or None when it does not."""
         held = subject.terms & self.terms(earlier)
         again = held & self.terms(later)
-        if not again or len(again) < math.ceil(SHARE * len(held)):
+        if len(again) < max(MIN_SHARED, math.ceil(SHARE * len(held))):
             return None
         if subject.kind == "figure" and not figures.figured(self.own_lines(later), subject.named):
             return None
