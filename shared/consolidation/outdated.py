@@ -7,9 +7,9 @@ owner is about the same thing, the way recall decides it (retrieval/currency.py)
 when its fused score is within the band of the best one besides the window the fact was read from (which says it
 nearly word for word, a bar evidence in other words seldom reaches). An episode of that band said hours after the
 statement (not the same chat, which goes on about other things) that the fact was not read from outdates it; so does
-one of the same chat said after the statement that states a figure or a date again (evidence/restated.py: it holds
-what the fact is about and another value of the fact's kind), read by the rules or not: a correction a minute later,
-a count reported again within the hour.
+one of the same conversation said after the statement that states a figure or a date again (evidence/restated.py: it
+holds what the fact is about and another value of the fact's kind), read by the rules or not: a correction a minute
+later, a count reported again within the hour.
 
 Only the rules' own reading says a fact again: a restatement they read is the slot's newest statement
 (supersede.py), so the fact is dated from it and its window is the fact's own; the windows of earlier statements,
@@ -38,6 +38,7 @@ from shared.compress.facts.render import named, without_stated
 from shared.compress.model import Slot
 from shared.consolidation.changes import Change
 from shared.embedding import Bm25Encoder
+from shared.evidence import figures
 from shared.evidence.restated import Reader, kind_of
 from shared.store import EntryFilter, HybridSearch, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 from shared.store.hits import rrf
@@ -106,16 +107,25 @@ def shared_ranks(hits: Sequence[ScoredEntry], rrf_k: int) -> dict[str, float]:
 
 def restates(fact: MemoryEntry, episode: MemoryEntry, reader: Reader) -> bool:
     """Whether an episode said after the statement states again what the fact is about with another value of its
-    kind. Only a figure or a date can be told apart from talk about it this way: a later window of the same chat
-    that shares a name's or a state's words ("I love living by the sea" after "I live in Lisbon") says more about
+    kind, in the fact's conversation. Only a figure or a date can be told apart from talk about it this way: a later
+    window that shares a name's or a state's words ("I love living by the sea" after "I live in Lisbon") says more about
     it, not that it changed, and is left to the MIN_GAP rule."""
     if episode.occurred_at <= fact.occurred_at:
         return False
     value = named(fact.attribute, fact.value) or ""
     kind = kind_of(value) if value else None
-    if kind is None or value.casefold() in reader.own_lines(episode).casefold():
+    if kind is None or _says(reader.own_lines(episode), value):
         return False  # no value of a kind to state again, or the same value said again: no change
     return reader.restates(episode, fact, reader.subject(_asked(fact), kind=kind)) is not None
+
+
+def _says(lines: str, value: str) -> bool:
+    """Whether the lines state the value: its numbers among theirs when it has any ("30" is not in "300",
+    "42,000" is "42000"), else its words."""
+    wanted = figures.numbers(value)
+    if wanted:
+        return wanted <= figures.numbers(lines)
+    return value.casefold() in lines.casefold()
 
 
 def mark(fact: MemoryEntry, hits: Sequence[ScoredEntry], band: float, rrf_k: int,

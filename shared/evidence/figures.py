@@ -73,18 +73,31 @@ MAX_READ_CHARS = 8_000  # of an entry: a figure stated further in does not make 
                         # come first; 4 of the longest turns would be 64,000 characters to read per recall candidate)
 
 
+def named_in(text: str) -> frozenset[str]:
+    """The words with digits a question or a claim says ("p95", "Q1"), casefolded: they name what is measured."""
+    return frozenset(w.casefold() for w in _NAMED.findall(text))
+
+
 def asked(query: str) -> Asked | None:
     """How the question asks for a figure, if it does."""
     found = next((m for pattern in (*_ASKS_COUNT, *_ASKS_MEASURE) if (m := pattern.search(query))), None)
     if found is None:
         return None
-    return Asked(found.group(0), frozenset(w.casefold() for w in _NAMED.findall(query)))
+    return Asked(found.group(0), named_in(query))
 
 
 def stated(entry: MemoryEntry, besides: frozenset[str] = frozenset()) -> bool:
     """Whether an entry's own lines state a figure: a number that is not a date, nor a word with digits the
     question said itself (`besides`: "what is the p95 latency?" is not answered by a window that says "p95")."""
     return figured("\n".join(utterances(entry.text[:MAX_READ_CHARS])), besides)
+
+
+_NUMBER = patterns.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def numbers(text: str) -> frozenset[str]:
+    """The numbers written in digits in a text, thousands separators dropped ("42,000" and "42000" are one)."""
+    return frozenset(m.group(0).replace(",", "") for m in _NUMBER.finditer(text[:MAX_READ_CHARS]))
 
 
 def asks_date(query: str) -> str | None:

@@ -68,29 +68,34 @@ def kind_of(value: str) -> Kind | None:
 
 
 class Reader:
-    """Judges restatements, reading each entry's terms once (one reader per recall or per consolidation pass)."""
+    """Judges restatements, reading each entry once (its lines, terms, figures and dates; one reader per recall or
+    per consolidation pass), so that judging every pair of a long chat costs a set comparison per pair."""
 
     def __init__(self, sparse: Bm25Encoder) -> None:
         self._sparse = sparse
+        self._lines: dict[str, str] = {}
         self._terms: dict[str, frozenset[int]] = {}
+        self._values: dict[tuple[str, Kind, frozenset[str]], bool] = {}
 
     def subject(self, query: str, figure: figures.Asked | None = None, kind: Kind | None = None) -> Subject:
         """The question `query` as restatements are judged; `figure` is how it asks for a figure (figures.asked),
-        `kind` the kind of value it asks for when known otherwise (a claim's)."""
+        `kind` the kind of value it asks for when known otherwise (a claim's, whose words with digits name what
+        is measured: "p95")."""
         terms = frozenset(self._sparse.query(query).indices)
         if figure is not None:
             return Subject(terms, "figure", figure.cue, figure.named)
         if kind is not None:
-            return Subject(terms, kind)
+            return Subject(terms, kind, named=figures.named_in(query))
         if cue := figures.asks_date(query):
             return Subject(terms, "date", cue)
         return Subject(terms)
 
     def own_lines(self, entry: MemoryEntry) -> str:
         """What the entry itself says: a window's lines as said, a claim's text."""
-        if entry.kind == "episodic":
-            return "\n".join(utterances(entry.text[:figures.MAX_READ_CHARS]))
-        return entry.text[:figures.MAX_READ_CHARS]
+        if entry.id not in self._lines:
+            text = entry.text[:figures.MAX_READ_CHARS]
+            self._lines[entry.id] = "\n".join(utterances(text)) if entry.kind == "episodic" else text
+        return self._lines[entry.id]
 
     def terms(self, entry: MemoryEntry) -> frozenset[int]:
         """The BM25 terms of the entry's own lines."""
@@ -98,14 +103,23 @@ class Reader:
             self._terms[entry.id] = frozenset(self._sparse.document(self.own_lines(entry)).indices)
         return self._terms[entry.id]
 
+    def carries(self, entry: MemoryEntry, kind: Kind, named: frozenset[str] = frozenset()) -> bool:
+        """Whether the entry's own lines state a value of `kind` (a figure besides the words `named`, a date)."""
+        key = (entry.id, kind, named)
+        if key not in self._values:
+            lines = self.own_lines(entry)
+            self._values[key] = figures.figured(lines, named) if kind == "figure" else figures.dated(lines)
+        return self._values[key]
+
     def restates(self, later: MemoryEntry, earlier: MemoryEntry, subject: Subject) -> Restatement | None:
-        """How `later` states again what `earlier` said about the subject, or None when it does not."""
+        """How `later` states again what `earlier` said about the subject, or None when it does not (another
+        conversation's entry never does: "within one conversation" is what this judges)."""
+        if later.conversation_id != earlier.conversation_id:
+            return None
         held = subject.terms & self.terms(earlier)
         again = held & self.terms(later)
         if len(again) < max(MIN_SHARED, math.ceil(SHARE * len(held))):
             return None
-        if subject.kind == "figure" and not figures.figured(self.own_lines(later), subject.named):
-            return None
-        if subject.kind == "date" and not figures.dated(self.own_lines(later)):
+        if subject.kind is not None and not self.carries(later, subject.kind, subject.named):
             return None
         return Restatement(earlier.id, len(again), len(held), subject.kind)

@@ -9,8 +9,10 @@ each keeps its relevance and gains for being newer (older, for an earlier state)
 newest gains `weight`, the one before it (n - 1)/n of it, and so on to 1/n for the oldest. Age is counted in
 chats, not days: a person who talks every day and one who talks twice a year are ordered alike, and between two
 older chats the newer still comes first when the newest one does not restate the value. A hit less than
-`SAME_CHAT` after the one before it is of its chat, so the windows of a chat, minutes apart, are ordered by
-relevance alone. A window of small talk (a few words of its own, "thanks, have fun!") gains nothing for
+`SAME_CHAT` after the one before it is of its chat, and the windows of a chat, minutes apart, are ordered by
+relevance, except that a window stating again what an earlier one of its conversation said (evidence/restated.py:
+a correction, a count reported again, a date moved) takes the chat's share of the gain and the windows said before
+it about that thing a part of it. A window of small talk (a few words of its own, "thanks, have fun!") gains nothing for
 its age, counts for no date of the band and is no evidence a derived claim yields to: it says nothing of how things
 stand, and a short text can match a short question closely by chance. So too, for a question that asks for a figure
 ("how many", "多少", "the p95 latency"), an entry whose lines state no number (figures.py): it cannot say what the
@@ -25,8 +27,9 @@ relevant). A question about a past event ("when did she move?") is left to relev
 
 Derived claims yield to evidence. A fact is ranked as the evidence it came from (right after its source episode,
 when that is among the top k); on a question about the present it also ranks below each in-band episode said at
-least `SAME_CHAT` after its statement, a profile (whose lines have many ages) below every in-band episode, and a
-fact the consolidator marked possibly outdated below the episode that outdates it.
+least `SAME_CHAT` after its statement or later in its conversation stating it again, a profile (whose lines have
+many ages) below every in-band episode, and a fact the consolidator marked possibly outdated below the episode that
+outdates it.
 """
 import bisect
 from dataclasses import dataclass
@@ -76,13 +79,13 @@ class Restating:
 
 def _newer_than(claim: ScoredEntry, evidence: ScoredEntry, restating: Restating | None) -> str | None:
     """Why an episode is newer evidence than a derived claim about the question, if it is: said `SAME_CHAT` after
-    the statement, or later and stating it again (not the window the claim was read from)."""
+    the statement, or later in its conversation and stating it again (not the window the claim was read from)."""
     if evidence.entry.occurred_at >= claim.entry.occurred_at + SAME_CHAT:
-        return f"newer than its statement ({_day(claim.entry.occurred_at)} < {_day(evidence.entry.occurred_at)}"
+        return f"newer than its statement ({_day(claim.entry.occurred_at)} < {_day(evidence.entry.occurred_at)})"
     if restating is None or read_from(claim.entry, evidence.entry):
         return None
     again = restating.restates(evidence, claim)
-    return None if again is None else f"said after its statement and {again.why()}"
+    return None if again is None else f"said after its statement, {again.why()}"
 
 
 def _yield_to_evidence(order: list[ScoredEntry], chatter: set[str],
@@ -101,7 +104,7 @@ def _yield_to_evidence(order: list[ScoredEntry], chatter: set[str],
             evidence = out[last].entry
             out.insert(last, out.pop(i))
             reasons[claim.entry.id] = (f"derived claim ({claim.entry.kind}) placed below evidence about the same "
-                                       "question" + (f" {why}, entry {evidence.id})" if why else ""))
+                                       "question" + (f": {why}; entry {evidence.id}" if why else ""))
     return out, reasons
 
 
@@ -206,22 +209,33 @@ def _chats(when: dict[int, datetime]) -> tuple[dict[int, int], int]:
 def _steps(hits: list[ScoredEntry], chat: dict[int, int], restating: Restating | None
            ) -> tuple[dict[int, tuple[int, int]], dict[int, Restatement]]:
     """Each hit's step within its chat and how many steps its chat has: a window that states again what an earlier
-    window of the chat said (a correction, a count reported again, a date moved: restated.py) is a step after it;
-    the chat's other windows stay on its first step, level. Also the restatement that gave each hit its step."""
+    window of the chat said (a correction, a count reported again, a date moved: restated.py) is a step after every
+    window said before it about that thing (the one it restates, and what restated or was restated by that one:
+    "28 tickets" and then "down to 24" both restating "30 open tickets" put 24 last); the chat's other windows stay
+    on its first step, level. Also the restatement that gave each hit its step."""
     members: dict[int, list[int]] = {}
     for i in sorted(chat, key=lambda i: (hits[i].entry.occurred_at, hits[i].entry.id)):
         members.setdefault(chat[i], []).append(i)
     step: dict[int, int] = {}
     because: dict[int, Restatement] = {}
+    thread: dict[int, list[int]] = {}  # the windows said about one thing, shared by each of them
     for of_chat in members.values():
         for n, i in enumerate(of_chat):
-            step[i] = 0
+            step[i], thread[i] = 0, [i]
             if restating is None or hits[i].entry.kind != "episodic":
                 continue
             for j in of_chat[:n]:
-                if hits[j].entry.kind == "episodic" and step[j] + 1 > step[i] and (
-                        again := restating.restates(hits[i], hits[j])) is not None:
-                    step[i], because[i] = step[j] + 1, again
+                if hits[j].entry.kind != "episodic" or i in thread[j]:
+                    continue
+                again = restating.restates(hits[i], hits[j])
+                if again is None:
+                    continue
+                after = max(step[m] for m in thread[j]) + 1
+                if after > step[i]:
+                    step[i], because[i] = after, again
+                joined = thread[i] + [m for m in thread[j] if m not in thread[i]]
+                for m in joined:
+                    thread[m] = joined
     last = {c: max(step[i] for i in of_chat) for c, of_chat in members.items()}
     return {i: (step[i], last[chat[i]] + 1) for i in step}, because
 
