@@ -45,7 +45,9 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@# The server was called `engram` before it became engram-server: a venv from then loses that one first.
 	@$(BIN)/python -m pip uninstall --quiet --disable-pip-version-check -y engram 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e clients/python -e '.[dev]'
+	@# --no-compile: a module's bytecode is written when it is first imported, not for every module of every package
+	@# (a third of the install's CPU, most of it for modules nothing here imports).
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -e clients/python -e '.[dev]'
 	@touch $(STAMP)
 
 run: $(STAMP)
