@@ -11,9 +11,9 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -37,6 +37,7 @@ from shared.errors import ConfigError
 from shared.messaging.connection import transient
 
 log = logging.getLogger("engram.streams")
+T = TypeVar("T")
 _LISTING_BATCH, _LISTING_FETCH_S, _LISTING_IDLE_S = 1_000, 5.0, 60.0
 _NAMES_API = "$JS.API.STREAM.NAMES"
 # A JetStream cluster answers "unavailable" for a while when it is busy (a leader change, a node catching up); a
@@ -334,41 +335,34 @@ async def matching(js: JetStreamContext, stream: str, subject: str, match: Calla
     return found
 
 
-async def _throwaway_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig, what: str) -> int:
-    """Create a reader's consumer (one replica: it lives for one listing and holds nothing worth replicating) and
-    say how many messages it has to deliver; a cluster's "not now" is tried again after _SETUP_PAUSES_S.
+async def _not_now_retried(what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """`call`, tried again after each of _SETUP_PAUSES_S while the cluster answers "not now" (busy, or not yet
+    routing to a reader's consumer just created on another node).
 
     Raises:
-        Unavailable, Timeout: the cluster still could not create it after the last pause.
+        Unavailable, Timeout: still no answer after the last pause (Timeout at once: nothing came in time).
     """
     for pause in _SETUP_PAUSES_S:
         try:
             with transient(what):
-                return (await js.add_consumer(stream, config)).num_pending or 0
+                return await call()
         except Unavailable:
-            log.info("%s: the cluster is busy, trying again in %.1f s", what, pause)
+            log.info("%s: the cluster is not ready, trying again in %.1f s", what, pause)
             await asyncio.sleep(pause)
     with transient(what):
-        return (await js.add_consumer(stream, config)).num_pending or 0
+        return await call()
+
+
+async def _throwaway_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig, what: str) -> int:
+    """Create a reader's consumer (one replica: it lives for one listing and holds nothing worth replicating) and
+    say how many messages it has to deliver."""
+    return (await _not_now_retried(what, lambda: js.add_consumer(stream, config))).num_pending or 0
 
 
 async def _fetch(sub: JetStreamContext.PullSubscription, batch: int, what: str) -> list[Msg]:
-    """The next batch of a reader's consumer. Right after its creation a cluster may not yet route the request to
-    the node that holds the consumer (a 503: no one answers it there yet); that is tried again after
-    _SETUP_PAUSES_S.
-
-    Raises:
-        Unavailable, Timeout: still no answer after the last pause; nothing came within _LISTING_FETCH_S.
-    """
-    for pause in _SETUP_PAUSES_S:
-        try:
-            with transient(what):
-                return await sub.fetch(batch=batch, timeout=_LISTING_FETCH_S)
-        except Unavailable:
-            log.info("%s: the cluster does not route to the reader yet, trying again in %.1f s", what, pause)
-            await asyncio.sleep(pause)
-    with transient(what):
-        return await sub.fetch(batch=batch, timeout=_LISTING_FETCH_S)
+    """The next batch of a reader's consumer (right after its creation a cluster may answer 503: no one there
+    answers for it yet)."""
+    return await _not_now_retried(what, lambda: sub.fetch(batch=batch, timeout=_LISTING_FETCH_S))
 
 
 async def _matching_one_by_one(js: JetStreamContext, stream: str, subject: str,
