@@ -4,9 +4,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-# Debian packages the tests drive for real: Prometheus (and promtool) and docker-compose (validates the compose file
-# without a Docker engine). Installed only when missing; root or sudo needed then.
-SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus docker-compose:docker-compose
+# Debian packages the tests drive for real: Prometheus (and promtool), docker-compose (validates the compose file
+# without a Docker engine), and Chromium with its driver (the console's browser tests). Installed only when missing;
+# root or sudo needed then.
+SYSTEM_TOOLS := prometheus:prometheus promtool:prometheus docker-compose:docker-compose chromium:chromium \
+                chromedriver:chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The image test (tests/e2e/test_image.py) builds the Dockerfile and runs it: Debian's docker.io (dockerd) and

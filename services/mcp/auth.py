@@ -6,17 +6,15 @@ before it reaches a tool. The token lives in a `SecretStr` from the moment it is
 message shows it.
 """
 import hmac
-import ipaddress
 from pathlib import Path
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from pydantic import SecretStr
 
+from services.tokens import MAKE_ONE, configured_token, is_loopback
 from shared.errors import ConfigError
 
-MIN_TOKEN_CHARS = 16
-MAKE_ONE = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 # The SDK keeps the verified token on the request (scope["user"]); engram's stays out of it.
 CLIENT_ID = "engram-mcp"
 
@@ -47,43 +45,6 @@ def auth_settings() -> AuthSettings:
     return AuthSettings(issuer_url="https://engram-mcp.invalid", resource_server_url=None)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether an address to listen on is reachable only from this machine (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
-
-
-def checked_token(token: SecretStr, source: str) -> SecretStr:
-    """The token, if it is fit to guard a network port: long enough, and one header word (printable ASCII, no
-    spaces).
-
-    Args:
-        source: where the token came from (a variable or a file), named in the refusal.
-    """
-    value = token.get_secret_value().strip()
-    if len(value) < MIN_TOKEN_CHARS:
-        raise ConfigError(f"the MCP token from {source} has {len(value)} characters; use at least "
-                             f"{MIN_TOKEN_CHARS} ({MAKE_ONE})")
-    if not all("!" <= ch <= "~" for ch in value):
-        raise ConfigError(f"the MCP token from {source} holds spaces or characters outside printable ASCII, "
-                             f"which an Authorization header cannot carry ({MAKE_ONE})")
-    return SecretStr(value)
-
-
-def read_token_file(path: Path) -> SecretStr:
-    """The token a file holds (surrounding whitespace and a final newline removed)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--token-file {str(path)!r} cannot be read: {type(exc).__name__}: "
-                             f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}") from exc
-    return checked_token(SecretStr(text), f"--token-file {str(path)!r}")
-
-
 def http_token(configured: SecretStr | None, token_file: Path | None, host: str, user_id: str) -> SecretStr | None:
     """The bearer token `engram mcp --transport http` requires, from ENGRAM_MCP_TOKEN or --token-file; refuses to
     serve an address other machines reach without one.
@@ -92,10 +53,7 @@ def http_token(configured: SecretStr | None, token_file: Path | None, host: str,
         configured: ENGRAM_MCP_TOKEN.
         user_id: the user the tools act for, named in the refusal.
     """
-    if configured is not None and token_file is not None:
-        raise ConfigError("the MCP token is given twice (ENGRAM_MCP_TOKEN and --token-file); give one")
-    token = (read_token_file(token_file) if token_file is not None
-             else checked_token(configured, "ENGRAM_MCP_TOKEN") if configured is not None else None)
+    token = configured_token(configured, token_file, "ENGRAM_MCP_TOKEN", "the MCP token")
     if token is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to serve MCP over HTTP on --host {host!r} without a token: whoever reaches it would read and "

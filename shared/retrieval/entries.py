@@ -1,4 +1,6 @@
-"""Operators' view of stored entries: list (filtered, paged), get by id, and an entry's history."""
+"""Operators' view of stored entries: list (filtered, paged), get by id, an entry's history, and who owns them."""
+from typing import Literal
+
 from engram_client.contract import EntriesRequest, EntriesResponse, check_tenant
 from engram_client.errors import NotFound
 from shared.retrieval.fit import fit_all, fit_page
@@ -28,6 +30,16 @@ async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntr
     return chain
 
 
+async def _owners(store: Store, scope: Scope, request: EntriesRequest, entry_filter: EntryFilter) -> EntriesResponse:
+    """One page of the user (or conversation) ids owning the scope's entries, in order, from the payload index.
+    Entries stored for no user are not listed under `users`."""
+    key: Literal["user_id", "conversation_id"] = "user_id" if request.op == "users" else "conversation_id"
+    owners = sorted(o for o in await store.distinct(scope, key, entry_filter)
+                    if o and (request.after is None or o > request.after))
+    page = owners[:request.limit]
+    return EntriesResponse(owners=page, next_cursor=page[-1] if len(owners) > len(page) else None)
+
+
 async def entries(store: Store, tenant: str, request: EntriesRequest,
                   max_reply_bytes: int | None = None) -> EntriesResponse:
     """Answer an EntriesRequest inside the tenant (and the user / conversation it names), in one message.
@@ -46,5 +58,7 @@ async def entries(store: Store, tenant: str, request: EntriesRequest,
                            + (" for this user / conversation" if request.user_id or request.conversation_id else ""))
         return fit_all([entry_view(e) for e in chain], max_reply_bytes)
     entry_filter = EntryFilter(kinds=[request.kind] if request.kind else [])
+    if request.op in ("users", "conversations"):
+        return await _owners(store, scope, request, entry_filter)
     page = await store.scroll(scope, entry_filter=entry_filter, limit=request.limit, offset=request.cursor)
     return fit_page([entry_view(e) for e in page.entries], page.next_offset, max_reply_bytes)

@@ -4,8 +4,9 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import SecretStr
 
-from services.mcp.auth import StaticTokenVerifier, checked_token, http_token, is_loopback
+from services.mcp.auth import StaticTokenVerifier, http_token
 from services.mcp.confirm import MAX_PENDING, Confirmations, Target
+from services.tokens import checked_token, is_loopback
 from shared.errors import ConfigError
 from shared.settings import Settings
 

@@ -6,8 +6,8 @@ from typing import Any
 
 @dataclass(frozen=True, repr=False)
 class NatsSecurity:
-    """One NATS identity (user and password, token, NKey seed file or credentials file), TLS, and the inbox prefix
-    replies come back on. repr never shows a secret.
+    """One NATS identity (user and password, token, NKey seed (in a file, or the seed itself) or credentials file),
+    TLS, and the inbox prefix replies come back on. repr never shows a secret.
 
     A product whose NATS user may subscribe only to `_INBOX_<tenant>.>` sets `inbox_prefix="_INBOX_<tenant>"`; for
     TLS, pass an `ssl.SSLContext` (e.g. `ssl.create_default_context(cafile=...)`, with `load_cert_chain` for mutual
@@ -18,6 +18,7 @@ class NatsSecurity:
     password: str | None = None
     token: str | None = None
     nkey_seed_file: str | None = None
+    nkey_seed: str | None = None  # the seed itself (SU...), for a process that holds it in memory only
     creds_file: str | None = None
     tls: ssl.SSLContext | None = None
     tls_handshake_first: bool = False
@@ -31,8 +32,9 @@ class NatsSecurity:
         """Which kind of identity is used, for logs: user:<name>, token, nkey, creds or anonymous."""
         if self.user:
             return f"user:{self.user}"
-        return ("token" if self.token else "nkey" if self.nkey_seed_file else "creds" if self.creds_file
-                else "anonymous")
+        if self.token:
+            return "token"
+        return "nkey" if self.nkey_seed_file or self.nkey_seed else "creds" if self.creds_file else "anonymous"
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments of nats-py's `Client.connect`."""
@@ -43,6 +45,8 @@ class NatsSecurity:
             options["token"] = self.token
         if self.nkey_seed_file is not None:
             options["nkeys_seed"] = self.nkey_seed_file
+        if self.nkey_seed is not None:
+            options["nkeys_seed_str"] = self.nkey_seed
         if self.creds_file is not None:
             options["user_credentials"] = self.creds_file
         if self.tls is not None:

@@ -54,15 +54,18 @@ class ForgetResult(Reply):
 
 
 class EntriesRequest(TenantScoped):
-    """Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id)."""
+    """Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id); or who
+    owns them: `users` (the user ids, of one conversation when given) or `conversations` (the conversation ids, of
+    one user when given), in order, `limit` at a time after `after`."""
 
-    op: Literal["list", "get", "history"] = "list"
+    op: Literal["list", "get", "history", "users", "conversations"] = "list"
     user_id: Id | None = None
     conversation_id: Id | None = None
     kind: EntryKind | None = None
     ids: list[EntryId] = Field(default_factory=list, max_length=MAX_IDS)
     limit: int = Field(default=50, ge=1, le=500)
-    cursor: EntryId | None = None  # the next_cursor of an earlier reply
+    cursor: EntryId | None = None  # the next_cursor of an earlier reply (list)
+    after: Id | None = None        # users / conversations: the last owner of an earlier page (its next_cursor)
 
     @model_validator(mode="after")
     def _ids_for_get(self) -> Self:
@@ -112,6 +115,7 @@ class EntriesResponse(Reply):
     """The reply to EntriesRequest."""
 
     entries: list[EntryView] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)  # users / conversations: the page of owner ids, in order
     next_cursor: str | None = None
 
 

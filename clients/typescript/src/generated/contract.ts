@@ -169,7 +169,9 @@ export interface EntriesMerged {
   merged_ids: string[];
 }
 /**
- * Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id).
+ * Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id); or who
+ * owns them: `users` (the user ids, of one conversation when given) or `conversations` (the conversation ids, of
+ * one user when given), in order, `limit` at a time after `after`.
  *
  * This interface was referenced by `EngramContract`'s JSON-Schema
  * via the `definition` "EntriesRequest".
@@ -180,7 +182,7 @@ export interface EntriesRequest {
    */
   schema_version?: 1;
   tenant_id?: string | null;
-  op?: "list" | "get" | "history";
+  op?: "list" | "get" | "history" | "users" | "conversations";
   user_id?: string | null;
   conversation_id?: string | null;
   kind?: ("episodic" | "fact" | "profile") | null;
@@ -190,6 +192,7 @@ export interface EntriesRequest {
   ids?: string[];
   limit?: number;
   cursor?: string | null;
+  after?: string | null;
 }
 /**
  * The reply to EntriesRequest.
@@ -204,6 +207,7 @@ export interface EntriesResponse {
   schema_version: 1;
   error: ErrorBody | null;
   entries: EntryView[];
+  owners: string[];
   next_cursor: string | null;
 }
 /**

@@ -1,0 +1,102 @@
+"""Signed-in sessions, held by the console: the cookie carries a random id only. Each session keeps its CSRF token
+and its NATS connection (a tenant's own; the operator's sessions share the console's), and ends when signed out,
+after IDLE_S without a request, or after MAX_AGE_S."""
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client
+
+from engram_client import MemoryClient, connection
+from services.console.signin import Access
+
+log = logging.getLogger("engram.console")
+
+IDLE_S = 30 * 60
+MAX_AGE_S = 12 * 3600
+MAX_SESSIONS = 256  # each tenant session holds a NATS connection
+
+
+@dataclass(repr=False)
+class Session:
+    """One signed-in browser."""
+
+    id: str
+    access: Access
+    nc: Client
+    owns_connection: bool  # a tenant's own connection, closed with the session
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    started: float = field(default_factory=time.monotonic)
+    seen: float = field(default_factory=time.monotonic)
+
+    def client(self, tenant: str, prefix: str) -> MemoryClient:
+        """The contract's client for `tenant` over this session's connection."""
+        return MemoryClient(self.nc, tenant, prefix, timeout_s=30.0)
+
+    def expired(self, now: float) -> bool:
+        """Idle too long, or signed in too long ago."""
+        return now - self.seen > IDLE_S or now - self.started > MAX_AGE_S
+
+
+class Sessions:
+    """The console's sessions, by id."""
+
+    def __init__(self, operator_nc: Client) -> None:
+        self._operator_nc = operator_nc
+        self._sessions: dict[str, Session] = {}
+
+    async def start(self, access: Access, nats_url: str) -> Session:
+        """A new session for `access`: a tenant's connects to NATS with its own identity (failing with
+        engram_client's Unavailable when NATS refuses it).
+
+        Raises:
+            engram_client.errors.Unavailable: the tenant's connection failed.
+        """
+        await self.expire()
+        while len(self._sessions) >= MAX_SESSIONS:  # the least recently used goes
+            await self.end(min(self._sessions.values(), key=lambda s: s.seen).id)
+        if access.security is not None:
+            nc = await connection.connect(nats_url, f"engram-console-{access.tenant}", quiet=True,
+                                          first_connect_timeout_s=5.0, security=access.security)
+            owns = True
+        else:
+            nc, owns = self._operator_nc, False
+        session = Session(id=secrets.token_urlsafe(32), access=access, nc=nc, owns_connection=owns)
+        self._sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str | None) -> Session | None:
+        """The live session with this id (its idle clock restarted), or None."""
+        session = self._sessions.get(session_id or "")
+        now = time.monotonic()
+        if session is None or session.expired(now):
+            return None
+        session.seen = now
+        return session
+
+    async def end(self, session_id: str) -> None:
+        """Sign the session out, closing its own connection."""
+        session = self._sessions.pop(session_id, None)
+        if session is not None and session.owns_connection:
+            await connection.close(session.nc)
+
+    async def expire(self) -> None:
+        """End every expired session."""
+        now = time.monotonic()
+        for session_id in [s.id for s in self._sessions.values() if s.expired(now)]:
+            await self.end(session_id)
+
+    async def close(self) -> None:
+        """End every session."""
+        for session_id in list(self._sessions):
+            with contextlib.suppress(Exception):
+                await self.end(session_id)
+
+    async def sweep_forever(self, every_s: float = 60.0) -> None:
+        """End expired sessions every `every_s` (until cancelled)."""
+        while True:
+            await asyncio.sleep(every_s)
+            await self.expire()
