@@ -238,12 +238,13 @@ def build(console: Console) -> Starlette:
     @signed_in
     async def entry_page(request: Request, session: Session) -> Response:
         tenant, memory = client(request, session)
-        entry, history = await reads.entry_and_history(memory, _valid(_entry, request.query_params.get("id")))
-        if entry is None:
+        story = await reads.entry_story(memory, _valid(_entry, request.query_params.get("id")))
+        if story is None:
             raise NotFound("no such entry in this tenant")
-        known = {e.id: e for e in (entry, *history)}
-        return page(request, "entry.html", session, tenant=tenant, item=views.item(entry, known),
-                    fields=views.fields(entry), history=[views.item(e, known) for e in history])
+        known = {e.id: e for e in (story.entry, *story.history, *story.replaced)}
+        return page(request, "entry.html", session, tenant=tenant, item=views.item(story.entry, known),
+                    fields=views.fields(story.entry), history=[views.item(e, known) for e in story.history],
+                    replaced=[views.item(e, known) for e in story.replaced])
 
     @signed_in
     async def recall_page(request: Request, session: Session) -> Response:

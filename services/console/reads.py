@@ -1,21 +1,23 @@
 """What the console's pages read through the contract: every entry of a user or a conversation (page by page), the
 owners of a tenant's entries, an entry and its history."""
+from dataclasses import dataclass
+
 from engram_client import MemoryClient
-from engram_client.contract import EntriesRequest, EntryView
+from engram_client.contract import EntriesRequest, EntryKind, EntryView
 
 PAGE = 500           # entries per request (the contract's most)
 MAX_ENTRIES = 20_000  # the most one page of the console reads; past it the page says so
 
 
 async def all_entries(client: MemoryClient, *, user_id: str | None = None, conversation_id: str | None = None,
-                      cap: int = MAX_ENTRIES) -> tuple[list[EntryView], bool]:
-    """Every entry of the user or conversation, of every kind (superseded, merged and outdated ones included), and
-    whether there were more than `cap`."""
+                      kind: EntryKind | None = None, cap: int = MAX_ENTRIES) -> tuple[list[EntryView], bool]:
+    """Every entry of the user or conversation (of one kind, or all), superseded, merged and outdated ones included,
+    and whether there were more than `cap`."""
     entries: list[EntryView] = []
     cursor: str | None = None
     while True:
         page = await client.entries(EntriesRequest(op="list", user_id=user_id, conversation_id=conversation_id,
-                                                   limit=PAGE, cursor=cursor))
+                                                   kind=kind, limit=PAGE, cursor=cursor))
         entries += page.entries
         cursor = page.next_cursor
         if cursor is None or len(entries) >= cap:
@@ -31,11 +33,26 @@ async def owners(client: MemoryClient, op: str, *, user_id: str | None = None, a
     return reply.owners, reply.next_cursor
 
 
-async def entry_and_history(client: MemoryClient, entry_id: str) -> tuple[EntryView | None, list[EntryView]]:
-    """The entry (None when the tenant holds no such id) and its history: what it was merged from, the entries that
-    superseded it in turn, and the newer evidence that may have outdated the last of them."""
+@dataclass(frozen=True)
+class EntryStory:
+    """An entry, the history the contract gives (what it was merged from, the entries that superseded it in turn,
+    the newer evidence that may have outdated the last of them), and what it replaced (the entries of its kind and
+    owner it superseded, absorbed or may outdate)."""
+
+    entry: EntryView
+    history: list[EntryView]
+    replaced: list[EntryView]
+
+
+async def entry_story(client: MemoryClient, entry_id: str) -> EntryStory | None:
+    """The entry's story, or None when the tenant holds no such id."""
     found = (await client.entries(EntriesRequest(op="get", ids=[entry_id]))).entries
     if not found:
-        return None, []
+        return None
+    entry = found[0]
     chain = (await client.entries(EntriesRequest(op="history", ids=[entry_id]))).entries
-    return found[0], [e for e in chain if e.id != entry_id]
+    peers, _ = await all_entries(client, kind=entry.kind, user_id=entry.user_id,
+                                 conversation_id=None if entry.user_id else entry.conversation_id)
+    replaced = [e for e in peers if entry.id in (e.superseded_by, e.merged_into, e.outdated_by)]
+    return EntryStory(entry, [e for e in chain if e.id != entry_id],
+                      sorted(replaced, key=lambda e: e.occurred_at, reverse=True))
