@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import consolidation, pipeline, report, scale, sweep
+from bench import console, consolidation, pipeline, report, scale, sweep
 from shared.evaluation import locomo
 from shared.evaluation.machine import describe
 from shared.evaluation.settings import EvalSettings
@@ -35,13 +35,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if "consolidation" in args.only:
         results["consolidation"] = await asyncio.to_thread(
             consolidation.run, [int(s) for s in args.consolidation_sizes.split(",")], args.consolidation_tenants)
+    if "console" in args.only:
+        results["console"] = await console.run(args.console_entries, args.console_rounds, settings)
     return results
 
 
 def cli() -> None:
     """Parse arguments, run, report."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--only", default="pipeline,sweep,scale", help="any of pipeline, sweep, scale, consolidation")
+    parser.add_argument("--only", default="pipeline,sweep,scale",
+                        help="any of pipeline, sweep, scale, consolidation, console")
     parser.add_argument("--conversation", type=Path, help="LoCoMo file (default: 26.json in ENGRAM_LOCOMO_DIR)")
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--rounds", type=int, default=40,
@@ -55,14 +58,17 @@ def cli() -> None:
                         help="entries of the one tenant the consolidation benchmark fills")
     parser.add_argument("--consolidation-tenants", type=int, default=consolidation.SCHEDULER_TENANTS,
                         help="tenants the scheduler's pass goes over")
+    parser.add_argument("--console-entries", type=int, default=2000,
+                        help="entries of the one user whose console pages are timed")
+    parser.add_argument("--console-rounds", type=int, default=30, help="timed rounds of every console page")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    console = Console()
+    terminal = Console()
     results = asyncio.run(main(args))
-    report.print_tables(results, console)
+    report.print_tables(results, terminal)
     for path in report.write(results, args.out):
-        console.print(f"wrote {path}")
+        terminal.print(f"wrote {path}")
 
 
 if __name__ == "__main__":

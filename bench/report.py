@@ -53,6 +53,8 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
         console.print(table)
     if "consolidation" in results:
         _consolidation(results["consolidation"], console)
+    if "console" in results:
+        _console(results["console"], console)
     if "scale" in results:
         table = Table(title="scale: synthetic entries, 100 tenants x 100 users, precomputed query vectors")
         for column in ("backend", "entries", "upserts/s", "index build s", "store p50 ms", "store p95 ms",
@@ -162,3 +164,23 @@ def _consolidation(result: dict[str, Any], console: Console) -> None:
     table.add_row(f"{sched['first_seen_s']:.2f}", f"{sched['nothing_due_s']:.2f}", f"{sched['some_due_s']:.2f}",
                   f"{sched['peak_mb']:.0f}")
     console.print(table)
+
+
+def _console(result: dict[str, Any], console: Console) -> None:
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in result["kinds"].items())
+    budget = result["budget_ms"]
+    table = Table(title=f"console pages for one user with {result['entries']:,} entries ({kinds}; "
+                        f"{result['superseded']} superseded; {result['conversations']} conversations over "
+                        f"{result['days']} days), {result['rounds']} rounds, over HTTP")
+    for column in ("page", "p50 ms", "p95 ms", "max ms", f"p95 within {budget:.0f} ms", "NATS requests",
+                   "KB from NATS", "KB sent"):
+        table.add_column(column, justify="right")
+    for row in [*result["pages"], result["download"]]:
+        low, high = row["nats_requests_min"], row["nats_requests_max"]
+        table.add_row(row["page"], f"{row['p50']:.0f}", f"{row['p95']:.0f}", f"{row['max']:.0f}",
+                      ("yes" if row["within_budget"] else "[red]no[/red]") if row is not result["download"]
+                      else "(a download)", str(low) if low == high else f"{low}-{high}", f"{row['nats_kb']:.0f}",
+                      f"{row['response_kb']:.0f}", end_section=row is result["pages"][-1])
+    console.print(table)
+    console.print(f"{result['entries']:,} entries imported in {result['fill_s']:.1f} s; every page within "
+                  f"{budget:.0f} ms at p95: {'yes' if result['all_within_budget'] else 'no'}")

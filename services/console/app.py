@@ -48,8 +48,9 @@ PRE_COOKIE = "engram_console_signin"  # the sign-in form's CSRF token, before th
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-           (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer"),
+           (b"x-frame-options", b"DENY"), (b"referrer-policy", b"same-origin"),
            (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
+IDLE_CHECK_S = 30.0  # how often a quiet event stream checks that its session is still alive
 CLIP_CHARS = 600  # of an entry's text in lists; its page shows all of it
 
 _tenant, _id, _entry = TypeAdapter(TenantId), TypeAdapter(Id), TypeAdapter(EntryId)
@@ -323,9 +324,22 @@ def build(console: Console) -> Starlette:
         stream = await memory.events()
 
         async def relay() -> AsyncIterator[dict[str, str]]:
+            # Ends with the session (signed out in another tab, idle, too old), not only with the page.
+            events = aiter(stream)
             try:
-                async for event in stream:
+                while console.sessions.alive(session):
+                    nxt = asyncio.ensure_future(anext(events))
+                    ended = asyncio.ensure_future(session.ended.wait())
+                    done, _ = await asyncio.wait({nxt, ended}, timeout=IDLE_CHECK_S,
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    ended.cancel()
+                    if nxt not in done:
+                        nxt.cancel()
+                        continue
+                    event = nxt.result()
                     yield {"event": event.kind, "data": event.model_dump_json()}
+            except StopAsyncIteration:
+                return
             finally:
                 await stream.close()
 
@@ -333,6 +347,9 @@ def build(console: Console) -> Starlette:
 
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
+
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         session = console.sessions.get(request.cookies.get(COOKIE))
@@ -344,6 +361,7 @@ def build(console: Console) -> Starlette:
     routes = [
         Route("/signin", signin_form, methods=["GET"]), Route("/signin", signin, methods=["POST"]),
         Route("/signout", signout, methods=["POST"]), Route("/", home), Route("/healthz", health),
+        Route("/favicon.ico", no_icon),
         Route("/t/{tenant}", tenant_page), Route("/t/{tenant}/user", user_page),
         Route("/t/{tenant}/conversation", conversation_page), Route("/t/{tenant}/entry", entry_page),
         Route("/t/{tenant}/recall", recall_page, methods=["GET", "POST"]),

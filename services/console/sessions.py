@@ -31,6 +31,7 @@ class Session:
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     started: float = field(default_factory=time.monotonic)
     seen: float = field(default_factory=time.monotonic)
+    ended: asyncio.Event = field(default_factory=asyncio.Event)  # set when the session ends (its streams stop)
 
     def client(self, tenant: str, prefix: str) -> MemoryClient:
         """The contract's client for `tenant` over this session's connection."""
@@ -77,10 +78,17 @@ class Sessions:
         session.seen = now
         return session
 
+    def alive(self, session: Session) -> bool:
+        """Whether `session` is still signed in (not ended, not expired); its idle clock is left alone."""
+        return self._sessions.get(session.id) is session and not session.expired(time.monotonic())
+
     async def end(self, session_id: str) -> None:
-        """Sign the session out, closing its own connection."""
+        """Sign the session out, stopping its event streams and closing its own connection."""
         session = self._sessions.pop(session_id, None)
-        if session is not None and session.owns_connection:
+        if session is None:
+            return
+        session.ended.set()
+        if session.owns_connection:
             await connection.close(session.nc)
 
     async def expire(self) -> None:

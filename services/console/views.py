@@ -89,6 +89,7 @@ def fields(entry: EntryView) -> list[tuple[str, str]]:
         if value in (None, [], "", False):
             continue
         text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        text = text.replace("\x1f", " · ")  # a slot key's separator
         rows.append((name.replace("_", " "), text))
     return rows
 

@@ -91,3 +91,23 @@ async def test_consolidation_bench_times_scheduled_runs_and_splits_their_peak_me
         assert run["samples"] >= 1 and run["peak_anon_mb"] > 0 and run["peak_file_mb"] > 0  # the sampler ran
     scheduler = results["scheduler"]
     assert scheduler["tenants"] == 50 and scheduler["nothing_due_ran"] == 0 and scheduler["some_due_ran"] == 1
+
+
+async def test_console_bench_times_every_page_over_http(tmp_path: Path) -> None:
+    """`bench --only console` imports the entries asked for into one user, then writes p50, p95 and max of every
+    console page and of the export download over its rounds, with the NATS requests each made and whether each page's
+    p95 is within the budget."""
+    out = await bench("--only", "console", "--console-entries", "50", "--console-rounds", "2", "--out", str(tmp_path))
+    console = json.loads((tmp_path / "results.json").read_text())["console"]
+    assert console["entries"] == 50 and console["rounds"] == 2 and console["budget_ms"] == 300
+    assert console["kinds"] == {"episodic": 44, "fact": 5, "profile": 1} and console["superseded"] >= 1
+    assert [row["page"] for row in console["pages"]] == [
+        "tenant", "timeline", "timeline, last page (1)", "entry: episode", "entry: superseded fact", "recall form",
+        "recall (POST, k=10, explain)", "forget confirmation"]
+    for row in [*console["pages"], console["download"]]:
+        assert row["n"] == len(row["samples_ms"]) == 2 and 0 < row["p50"] <= row["p95"] <= row["max"]
+        assert row["within_budget"] == (row["p95"] <= 300) and row["response_kb"] > 0
+    assert all(row["nats_requests_min"] >= 1 for row in console["pages"] if row["page"] != "recall form")
+    assert console["download"]["nats_requests_min"] >= 2
+    assert console["all_within_budget"] == all(row["within_budget"] for row in console["pages"])
+    assert "console pages for one user with 50 entries" in out
