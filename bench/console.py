@@ -11,6 +11,7 @@ counts twice) and the bytes it received from engram and sent to the browser.
 """
 import asyncio
 import contextlib
+import html
 import itertools
 import random
 import re
@@ -36,7 +37,6 @@ from bench.stack import engram_up
 from engram_client import MemoryClient, connection
 from engram_client.contract import ExportedEntry, ExportHeader
 from engram_client.security import ANONYMOUS
-from services.console import views
 from services.console.app import build, console_for
 from services.console.signin import SignIn
 from shared.embedding import embedder_name, embedding_dim
@@ -279,15 +279,23 @@ async def _ask(web: httpx.AsyncClient, nc: Client, page: Page) -> tuple[float, i
     return elapsed_ms, int(nc.stats["out_msgs"] - sent), (nc.stats["in_bytes"] - received) / 1024, response
 
 
-def pages(tenant: str, seeded: Seeded, csrf: Callable[[], str]) -> list[Page]:
+async def oldest_page(web: httpx.AsyncClient, tenant: str) -> tuple[str, int]:
+    """The path of the user's timeline's last (oldest) page, following its "older" links, and how many pages in."""
+    path, pages_in = f"/t/{tenant}/user?id={USER}", 1
+    while True:
+        older = re.search(r'href="([^"]+)" id="older"', (await web.get(path)).text)
+        if older is None:
+            return path, pages_in
+        path, pages_in = html.unescape(older.group(1)), pages_in + 1
+
+
+def pages(tenant: str, seeded: Seeded, csrf: Callable[[], str], oldest: tuple[str, int]) -> list[Page]:
     """The pages a person browsing the user's memory opens, in the order they would."""
     queries = itertools.cycle(_QUERIES)
-    last = -(-seeded.entries // views.HISTORY_PAGE)
     return [
         Page("tenant", "GET", f"/t/{tenant}", f"/user?id={USER}"),
         Page("timeline", "GET", f"/t/{tenant}/user?id={USER}", 'id="history"'),
-        Page(f"timeline, last page ({last})", "GET", f"/t/{tenant}/user?id={USER}&page={last}",
-             f"page {last} of {last}" if last > 1 else 'id="history"'),
+        Page(f"timeline, oldest page ({oldest[1]})", "GET", oldest[0], 'id="history"'),
         Page("entry: episode", "GET", f"/t/{tenant}/entry?id={seeded.episode_id}", 'id="state">current<'),
         Page("entry: superseded fact", "GET", f"/t/{tenant}/entry?id={seeded.superseded_id}",
              'id="state">superseded<'),
@@ -317,7 +325,7 @@ async def measure(url: str, tenant: str, seeded: Seeded, rounds: int) -> list[di
         async with serving(nc, url, token) as base, httpx.AsyncClient(base_url=base, timeout=60) as web:
             await sign_in(web, token)
             session_csrf = _csrf((await web.get(f"/t/{tenant}/recall?user={USER}")).text)
-            browsed = pages(tenant, seeded, lambda: session_csrf)
+            browsed = pages(tenant, seeded, lambda: session_csrf, await oldest_page(web, tenant))
             for round_number in range(rounds + 1):  # the first is the warm-up
                 for page in browsed:
                     elapsed_ms, requests, nats_kb, response = await _ask(web, nc, page)

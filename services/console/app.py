@@ -13,14 +13,16 @@ import io
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from nats.aio.client import Client
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
@@ -54,6 +56,7 @@ IDLE_CHECK_S = 30.0  # how often a quiet event stream checks that its session is
 CLIP_CHARS = 600  # of an entry's text in lists; its page shows all of it
 
 _tenant, _id, _entry = TypeAdapter(TenantId), TypeAdapter(Id), TypeAdapter(EntryId)
+_instant = TypeAdapter(AwareDatetime)
 Handler = Callable[[Request, Session], Awaitable[Response]]
 
 
@@ -215,26 +218,34 @@ def build(console: Console) -> Starlette:
         return page(request, "tenant.html", session, tenant=tenant, users=users, more=more,
                     conversations=conversations)
 
-    def page_number(request: Request) -> int:
-        raw = request.query_params.get("page", "1")
-        return int(raw) if raw.isdigit() and len(raw) < 6 else 1
+    def before_of(request: Request) -> datetime | None:
+        raw = request.query_params.get("before")
+        if not raw:
+            return None
+        try:
+            return _instant.validate_python(raw)
+        except ValidationError as exc:
+            raise HTTPException(404) from exc
+
+    async def timeline_page(request: Request, session: Session, user: str | None,
+                            conversation: str | None) -> Response:
+        tenant, memory = client(request, session)
+        before = before_of(request)
+        read = await reads.memory(memory, user_id=user, conversation_id=conversation, before=before)
+        owners = sorted({e.user_id for e in read.page if e.user_id})
+        return page(request, "timeline.html", session, tenant=tenant, conversation=conversation,
+                    user=user or (owners[0] if len(owners) == 1 else None),
+                    timeline=views.timeline(read.page, read.derived, read.counts, older=read.older,
+                                            first_page=before is None, conversations=read.conversations,
+                                            truncated=read.derived_truncated))
 
     @signed_in
     async def user_page(request: Request, session: Session) -> Response:
-        tenant, memory = client(request, session)
-        user = _valid(_id, request.query_params.get("id"))
-        entries, truncated = await reads.all_entries(memory, user_id=user)
-        return page(request, "timeline.html", session, tenant=tenant, user=user, conversation=None,
-                    timeline=views.timeline(entries, page_number(request), truncated))
+        return await timeline_page(request, session, _valid(_id, request.query_params.get("id")), None)
 
     @signed_in
     async def conversation_page(request: Request, session: Session) -> Response:
-        tenant, memory = client(request, session)
-        conversation = _valid(_id, request.query_params.get("id"))
-        entries, truncated = await reads.all_entries(memory, conversation_id=conversation)
-        owners = sorted({e.user_id for e in entries if e.user_id})
-        return page(request, "timeline.html", session, tenant=tenant, user=owners[0] if len(owners) == 1 else None,
-                    conversation=conversation, timeline=views.timeline(entries, page_number(request), truncated))
+        return await timeline_page(request, session, None, _valid(_id, request.query_params.get("id")))
 
     @signed_in
     async def entry_page(request: Request, session: Session) -> Response:
@@ -274,21 +285,19 @@ def build(console: Console) -> Starlette:
                     problem=problem)
 
     async def forget_target(request: Request, memory: MemoryClient, source: Any) -> views.Preview:
-        if source.get("user"):
-            user = _valid(_id, source.get("user"))
-            entries, _ = await reads.all_entries(memory, user_id=user)
-            return views.preview("user", user, entries)
-        if source.get("conversation"):
-            conversation = _valid(_id, source.get("conversation"))
-            entries, _ = await reads.all_entries(memory, conversation_id=conversation)
-            return views.preview("conversation", conversation, entries)
+        if source.get("user") or source.get("conversation"):
+            what = "user" if source.get("user") else "conversation"
+            target = _valid(_id, source.get(what))
+            read = await reads.forget_target(memory, **{f"{what}_id": target})
+            return views.preview(what, target, read.counts, read.conversations, read.newest)
         ids = [_valid(_entry, i) for i in (source.getlist("entry") if hasattr(source, "getlist") else [])][:100]
         if not ids:
             raise HTTPException(404)
         found = (await memory.entries(EntriesRequest(op="get", ids=ids))).entries
         if not found:
             raise NotFound("none of these entries is in this tenant")
-        return views.preview("entries", str(len(found)), found)
+        return views.preview("entries", str(len(found)), dict(Counter(e.kind for e in found)),
+                             sorted({e.conversation_id for e in found}), found)
 
     @signed_in
     async def forget_page(request: Request, session: Session) -> Response:

@@ -1,14 +1,12 @@
 """What the pages show, from the contract's replies: a person's memory along time (the current state apart from the
 history, and what superseded, merged or outdated what), an entry's fields, and recall's reasons. Plain functions;
 the templates only lay them out."""
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date
 
 from engram_client.contract import EntryView, Explanation
 
 KINDS = ("profile", "fact", "episodic")
-HISTORY_PAGE = 200  # entries per page of the timeline
 
 
 @dataclass(frozen=True)
@@ -45,41 +43,39 @@ class Day:
 
 @dataclass(frozen=True)
 class Timeline:
-    """A user's (or a conversation's) memory: the current profile and facts, then everything along time."""
+    """A user's (or a conversation's) memory: the current profile and facts, then one page of everything along
+    time, newest first."""
 
     profile: list[Item]
     facts: list[Item]
     days: list[Day]
-    counts: dict[str, int]
-    replaced: int                  # entries superseded or merged away (kept: memory changes are soft)
-    page: int
-    pages: int
+    counts: dict[str, int]         # entries of each kind, and `replaced` (superseded or merged away: kept)
+    older: str | None              # the cursor of the next, older page
+    first_page: bool
+    replaced: int = 0
     conversations: list[str] = field(default_factory=list)
-    truncated: bool = False
+    truncated: bool = False        # more facts than the console reads at once
 
 
-def timeline(entries: list[EntryView], page: int = 1, truncated: bool = False) -> Timeline:
-    """The timeline of these entries; `page` (from 1) of the history, HISTORY_PAGE entries each."""
-    known = {e.id: e for e in entries}
-    items = [item(e, known) for e in entries]
-    newest_first = sorted(items, key=lambda i: (i.entry.occurred_at, i.entry.created_at), reverse=True)
-    pages = max(1, -(-len(newest_first) // HISTORY_PAGE))
-    page = min(max(1, page), pages)
-    shown = newest_first[(page - 1) * HISTORY_PAGE: page * HISTORY_PAGE]
+def timeline(page: list[EntryView], derived: list[EntryView], counts: dict[str, int], *, older: str | None = None,
+             first_page: bool = True, conversations: list[str] | None = None, truncated: bool = False) -> Timeline:
+    """The timeline of one page of entries (newest first) and of every fact and profile (`derived`): what holds now,
+    and each entry with what replaced it."""
+    known = {e.id: e for e in (*derived, *page)}
     days: list[Day] = []
-    for i in shown:
+    for i in (item(e, known) for e in sorted(page, key=lambda e: (e.occurred_at, e.created_at), reverse=True)):
         day = i.entry.occurred_at.date()
         if days and days[-1].day == day:
             days[-1].items.append(i)
         else:
             days.append(Day(day, [i]))
-    current = [i for i in newest_first if i.current]
-    return Timeline(
-        profile=[i for i in current if i.entry.kind == "profile"],
-        facts=[i for i in current if i.entry.kind == "fact"],
-        days=days, counts={k: n for k, n in Counter(e.kind for e in entries).most_common()},
-        replaced=sum(1 for i in items if i.state in ("superseded", "merged")), page=page, pages=pages,
-        conversations=sorted({e.conversation_id for e in entries}), truncated=truncated)
+    current = [i for i in (item(e, known) for e in sorted(derived, key=lambda e: e.occurred_at, reverse=True))
+               if i.current]
+    kinds = {k: n for k, n in counts.items() if k in KINDS}
+    return Timeline(profile=[i for i in current if i.entry.kind == "profile"],
+                    facts=[i for i in current if i.entry.kind == "fact"], days=days, counts=kinds,
+                    older=older, first_page=first_page, conversations=conversations or [], truncated=truncated,
+                    replaced=counts.get("replaced", 0))
 
 
 def fields(entry: EntryView) -> list[tuple[str, str]]:
@@ -128,11 +124,12 @@ class Preview:
     target: str                     # the user or conversation id, or the number of entries
     counts: dict[str, int]          # entries by kind
     conversations: list[str]
-    entries: list[EntryView]        # the entries named (for `entries`), or the first few
+    entries: list[EntryView]        # the entries named (for `entries`), or the newest
 
 
-def preview(what: str, target: str, entries: list[EntryView]) -> Preview:
+def preview(what: str, target: str, counts: dict[str, int], conversations: list[str],
+            entries: list[EntryView]) -> Preview:
     """The confirmation's content for erasing `target` (a user, a conversation or the given entries)."""
-    return Preview(what=what, target=target, counts=dict(Counter(e.kind for e in entries).most_common()),
-                   conversations=sorted({e.conversation_id for e in entries}),
+    return Preview(what=what, target=target, counts={k: n for k, n in counts.items() if k in KINDS and n},
+                   conversations=conversations,
                    entries=sorted(entries, key=lambda e: e.occurred_at, reverse=True)[:20])

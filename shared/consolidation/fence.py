@@ -163,6 +163,11 @@ class FencedStore:
         return await self.store.scroll(scope, entry_filter=entry_filter, limit=limit, offset=offset,
                                        with_vectors=with_vectors)
 
+    async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                     limit: int = 100) -> list[MemoryEntry]:
+        """As the store's."""
+        return await self.store.newest(scope, entry_filter=entry_filter, limit=limit)
+
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """As the store's."""
         return await self.store.tenants(limit)

@@ -1,11 +1,13 @@
 """Operators' view of stored entries: list (filtered, paged), get by id, an entry's history, and who owns them."""
+import asyncio
+from datetime import datetime, timedelta
 from typing import Literal
 
-from engram_client.contract import EntriesRequest, EntriesResponse, check_tenant
+from engram_client.contract import EntriesRequest, EntriesResponse, EntryKind, check_tenant
 from engram_client.errors import NotFound
-from shared.retrieval.fit import fit_all, fit_page
+from shared.retrieval.fit import fit_all, fit_newest, fit_page
 from shared.retrieval.views import entry_view
-from shared.store import EntryFilter, MemoryEntry, Scope, Store
+from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
 
 
 async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntry]:
@@ -40,6 +42,35 @@ async def _owners(store: Store, scope: Scope, request: EntriesRequest, entry_fil
     return EntriesResponse(owners=page, next_cursor=page[-1] if len(owners) > len(page) else None)
 
 
+async def _counts(store: Store, scope: Scope, entry_filter: EntryFilter) -> EntriesResponse:
+    """Entries of each kind in the scope (the kind asked, or all), and how many of them were replaced."""
+    kinds: list[EntryKind] = list(entry_filter.kinds) or ["episodic", "fact", "profile"]
+    active = entry_filter.model_copy(update={"include_superseded": False, "include_merged": False})
+    counted = await asyncio.gather(*(store.count(scope, EntryFilter(kinds=[k])) for k in kinds),
+                                   store.count(scope, entry_filter), store.count(scope, active))
+    counts = {k: n for k, n in zip(kinds, counted, strict=False) if n}
+    return EntriesResponse(counts={**counts, "replaced": counted[-2] - counted[-1]})
+
+
+async def _newest(store: Store, scope: Scope, request: EntriesRequest, entry_filter: EntryFilter,
+                  max_reply_bytes: int | None) -> EntriesResponse:
+    """A page of the scope's entries, the most recent first. A page never splits the entries of one instant (the
+    next page starts at the instant after the page's last, `next_cursor`); an instant holding more entries than a
+    page comes whole, on a page of its own."""
+    narrowed = entry_filter.model_copy(update={"until": request.before}) if request.before else entry_filter
+    found = await store.newest(scope, entry_filter=narrowed, limit=request.limit + 1)
+    next_before: datetime | None = None
+    if len(found) > request.limit:
+        boundary = found[request.limit].occurred_at
+        found = [e for e in found[:request.limit] if e.occurred_at != boundary]
+        next_before = boundary
+        if not found:  # one instant fills the page: all of it, and the next page starts just before it
+            found = await all_entries(store, scope, narrowed.model_copy(update={"since": boundary,
+                                                                                "until": boundary}))
+            next_before = boundary - timedelta(microseconds=1)
+    return fit_newest([entry_view(e) for e in found], next_before, max_reply_bytes)
+
+
 async def entries(store: Store, tenant: str, request: EntriesRequest,
                   max_reply_bytes: int | None = None) -> EntriesResponse:
     """Answer an EntriesRequest inside the tenant (and the user / conversation it names), in one message.
@@ -60,5 +91,9 @@ async def entries(store: Store, tenant: str, request: EntriesRequest,
     entry_filter = EntryFilter(kinds=[request.kind] if request.kind else [])
     if request.op in ("users", "conversations"):
         return await _owners(store, scope, request, entry_filter)
+    if request.op == "counts":
+        return await _counts(store, scope, entry_filter)
+    if request.order == "newest":
+        return await _newest(store, scope, request, entry_filter, max_reply_bytes)
     page = await store.scroll(scope, entry_filter=entry_filter, limit=request.limit, offset=request.cursor)
     return fit_page([entry_view(e) for e in page.entries], page.next_offset, max_reply_bytes)

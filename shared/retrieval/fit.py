@@ -2,6 +2,7 @@
 its oldest recent turns, then shortens its best entry) until it fits; a page of entries ends earlier, and its cursor
 points at the first entry it left out, so nothing is lost."""
 from collections.abc import Callable
+from datetime import datetime
 
 from pydantic import BaseModel
 
@@ -103,6 +104,28 @@ def fit_page(entries: list[EntryView], next_cursor: str | None, max_bytes: int |
     while max_bytes is not None and len(page.entries) > 1 and size(page) > max_bytes:
         keep = len(page.entries) // 2
         page = EntriesResponse(entries=page.entries[:keep], next_cursor=page.entries[keep].id)
+    return page
+
+
+def fit_newest(entries: list[EntryView], next_before: datetime | None, max_bytes: int | None) -> EntriesResponse:
+    """A newest-first page that fits: it ends earlier, at an instant's boundary, and the next page starts at the
+    first instant it left out (the cursor is that instant).
+
+    Raises:
+        InvalidRequest: the entries of one instant do not fit one reply (ask for fewer, or one kind at a time).
+    """
+    cursor = next_before.isoformat() if next_before else None
+    page = EntriesResponse(entries=entries, next_cursor=cursor)
+    while max_bytes is not None and len(page.entries) > 1 and size(page) > max_bytes:
+        keep = len(page.entries) // 2
+        while keep > 0 and page.entries[keep - 1].occurred_at == page.entries[keep].occurred_at:
+            keep -= 1
+        if keep == 0:
+            break
+        page = EntriesResponse(entries=page.entries[:keep], next_cursor=page.entries[keep].occurred_at.isoformat())
+    if max_bytes is not None and size(page) > max_bytes:
+        raise InvalidRequest(f"the {len(page.entries)} entries of one instant take {size(page):,} bytes, over the "
+                             f"reply limit of {max_bytes:,}; list one kind at a time")
     return page
 
 

@@ -51,6 +51,11 @@ class Store(Protocol):
         """A page of entries in id order; pass `next_offset` back for the next page. With `with_vectors`, the
         page's `dense` holds each entry's dense vector."""
 
+    async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                     limit: int = 100) -> list[MemoryEntry]:
+        """Up to `limit` entries, the most recent first (by `occurred_at`; entries of one instant in any order). The
+        next page narrows `entry_filter.until` (inclusive) to the last instant seen."""
+
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries. The one read not scoped to a tenant: it returns ids, never data."""
 

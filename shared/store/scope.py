@@ -67,7 +67,8 @@ DISTINCT_LIMIT = 10_000_000  # owners listed at once: more than one tenant of on
 GRAPH_KEYWORD_INDEXES = (USER_KEY,)
 KEYWORD_INDEXES = (CONVERSATION_KEY, "persons", "kind", "topic", "location", "superseded_by", "merged_into",
                    "slot_key", "speaker_ids")
-DATETIME_INDEXES = ("occurred_at", "updated_at")  # updated_at: the owners a scheduled run has work for
+OCCURRED_AT = "occurred_at"
+DATETIME_INDEXES = (OCCURRED_AT, "updated_at")  # updated_at: the owners a scheduled run has work for
 HNSW_M = 0          # no graph over all tenants together
 HNSW_PAYLOAD_M = 16  # per-tenant (and per big user) graphs
 HNSW_EF_CONSTRUCT = 100

@@ -311,6 +311,23 @@ async def test_scroll_pages_cover_everything_once(store: Store) -> None:
     assert len(seen) == len(set(seen)) == 25
 
 
+async def test_newest_orders_by_time_and_pages_by_the_last_instant(store: Store) -> None:
+    """`newest` returns the most recent entries first, within the scope and filter; narrowing `until` to the last
+    instant seen gives the next page, that instant included (entries of one instant share it)."""
+    tenant = unique("t")
+    scope = Scope(tenant_id=tenant, user_id="u1")
+    days = [5, 1, 9, 3, 9, 7, 0, 3]
+    await store.upsert([item(tenant, [f"t{i}"], dense=[1, 0, 0, 0], terms=[1], days=d) for i, d in enumerate(days)]
+                       + [item(tenant, ["other"], dense=[1, 0, 0, 0], terms=[1], days=20, user="u2"),
+                          item(unique("t"), ["x"], dense=[1, 0, 0, 0], terms=[1], days=30)])
+    first = await store.newest(scope, limit=3)
+    assert [(e.occurred_at - T0).days for e in first] == [9, 9, 7]
+    rest = await store.newest(scope, entry_filter=EntryFilter(until=first[-1].occurred_at), limit=10)
+    assert [(e.occurred_at - T0).days for e in rest] == [7, 5, 3, 3, 1, 0]
+    facts = await store.newest(scope, entry_filter=EntryFilter(kinds=["fact"]), limit=10)
+    assert facts == []
+
+
 async def test_delete_by_ids_and_by_filter_and_update_payload(store: Store) -> None:
     """Payload updates are read back, deletes by id count only entries that existed, deletes by scope remove that
     conversation's entries, and empty lists do nothing."""

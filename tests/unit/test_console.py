@@ -29,26 +29,24 @@ def view(entry_id: str, kind: str = "episodic", days: int = 0, **fields: object)
 
 def test_the_timeline_keeps_replaced_entries_in_the_history_only_and_chains_them() -> None:
     """A superseded or merged entry leaves "now" but stays in the history with what replaced it; a fact newer
-    evidence may outdate stays current, marked; days are newest first."""
-    entries = [view("f-old", "fact", 0, superseded_by="f-new"), view("f-new", "fact", 100),
-               view("e-dup", days=3, merged_into="e-kept"), view("e-kept", days=4),
+    evidence may outdate stays current, marked; days are newest first; counts come from the reply."""
+    derived = [view("f-old", "fact", 0, superseded_by="f-new"), view("f-new", "fact", 100),
                view("f-doubt", "fact", 5, outdated_by="e-kept"), view("p", "profile", 101)]
-    t = views.timeline(entries)
+    page = [view("e-dup", days=3, merged_into="e-kept"), view("e-kept", days=4), *derived]
+    t = views.timeline(page, derived, {"episodic": 2, "fact": 3, "profile": 1, "replaced": 2}, older="2024-05-01")
     assert [i.entry.id for i in t.facts] == ["f-new", "f-doubt"] and [i.entry.id for i in t.profile] == ["p"]
     states = {i.entry.id: (i.state, i.by.id if i.by else None) for d in t.days for i in d.items}
     assert states["f-old"] == ("superseded", "f-new") and states["e-dup"] == ("merged", "e-kept")
     assert states["f-doubt"] == ("outdated", "e-kept") and states["f-new"] == ("current", None)
     assert [d.day for d in t.days] == sorted((d.day for d in t.days), reverse=True)
-    assert t.replaced == 2 and t.counts == {"fact": 3, "episodic": 2, "profile": 1}
+    assert t.replaced == 2 and t.counts == {"episodic": 2, "fact": 3, "profile": 1} and t.older and t.first_page
 
 
-def test_the_history_is_paged_and_a_page_out_of_range_shows_the_last() -> None:
-    """HISTORY_PAGE entries per page; asking for page 99 of 3 shows the third."""
-    entries = [view(f"e{i}", days=i) for i in range(2 * views.HISTORY_PAGE + 5)]
-    t = views.timeline(entries, page=99)
-    assert t.pages == 3 and t.page == 3 and sum(len(d.items) for d in t.days) == 5
-    first = views.timeline(entries)
-    assert first.days[0].items[0].entry.id == f"e{2 * views.HISTORY_PAGE + 4}"
+def test_a_replacement_off_the_page_is_still_named() -> None:
+    """An entry merged into one that is not on this page keeps the link to it (by id)."""
+    t = views.timeline([view("e-dup", merged_into="e-elsewhere")], [], {"episodic": 1})
+    [i] = t.days[0].items
+    assert i.state == "merged" and i.by is None and i.by_id == "e-elsewhere"
 
 
 def test_the_operator_token_signs_in_as_operator_and_nothing_else_does() -> None:

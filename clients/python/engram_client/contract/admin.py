@@ -54,18 +54,22 @@ class ForgetResult(Reply):
 
 
 class EntriesRequest(TenantScoped):
-    """Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id); or who
-    owns them: `users` (the user ids, of one conversation when given) or `conversations` (the conversation ids, of
-    one user when given), in order, `limit` at a time after `after`."""
+    """Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id); who owns
+    them: `users` (the user ids, of one conversation when given) or `conversations` (the conversation ids, of one
+    user when given), in order, `limit` at a time after `after`; or `counts` (entries of each kind in the scope).
 
-    op: Literal["list", "get", "history", "users", "conversations"] = "list"
+    `list` pages in id order by default (`cursor`); with `order: newest`, the most recent first (`before`)."""
+
+    op: Literal["list", "get", "history", "users", "conversations", "counts"] = "list"
     user_id: Id | None = None
     conversation_id: Id | None = None
     kind: EntryKind | None = None
     ids: list[EntryId] = Field(default_factory=list, max_length=MAX_IDS)
     limit: int = Field(default=50, ge=1, le=500)
-    cursor: EntryId | None = None  # the next_cursor of an earlier reply (list)
-    after: Id | None = None        # users / conversations: the last owner of an earlier page (its next_cursor)
+    order: Literal["id", "newest"] = "id"
+    cursor: EntryId | None = None    # list in id order: the next_cursor of an earlier reply
+    before: AwareDatetime | None = None  # list, newest first: entries at or before this instant (a next_cursor)
+    after: Id | None = None          # users / conversations: the last owner of an earlier page (its next_cursor)
 
     @model_validator(mode="after")
     def _ids_for_get(self) -> Self:
@@ -73,6 +77,8 @@ class EntriesRequest(TenantScoped):
             raise ValueError(f"op {self.op!r} needs ids")
         if self.op == "history" and len(self.ids) != 1:
             raise ValueError("op 'history' takes exactly one id")
+        if self.cursor is not None and self.order != "id":
+            raise ValueError("cursor pages a listing in id order; a newest-first listing pages with before")
         return self
 
 
@@ -116,6 +122,8 @@ class EntriesResponse(Reply):
 
     entries: list[EntryView] = Field(default_factory=list)
     owners: list[str] = Field(default_factory=list)  # users / conversations: the page of owner ids, in order
+    # counts: entries of each kind in the scope, and `replaced`: those superseded or merged away (kept as history)
+    counts: dict[str, int] = Field(default_factory=dict)
     next_cursor: str | None = None
 
 

@@ -169,9 +169,11 @@ export interface EntriesMerged {
   merged_ids: string[];
 }
 /**
- * Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id); or who
- * owns them: `users` (the user ids, of one conversation when given) or `conversations` (the conversation ids, of
- * one user when given), in order, `limit` at a time after `after`.
+ * Admin access to stored entries: `list` (filtered, paged), `get` (by ids) or `history` (of one id); who owns
+ * them: `users` (the user ids, of one conversation when given) or `conversations` (the conversation ids, of one
+ * user when given), in order, `limit` at a time after `after`; or `counts` (entries of each kind in the scope).
+ *
+ * `list` pages in id order by default (`cursor`); with `order: newest`, the most recent first (`before`).
  *
  * This interface was referenced by `EngramContract`'s JSON-Schema
  * via the `definition` "EntriesRequest".
@@ -182,7 +184,7 @@ export interface EntriesRequest {
    */
   schema_version?: 1;
   tenant_id?: string | null;
-  op?: "list" | "get" | "history" | "users" | "conversations";
+  op?: "list" | "get" | "history" | "users" | "conversations" | "counts";
   user_id?: string | null;
   conversation_id?: string | null;
   kind?: ("episodic" | "fact" | "profile") | null;
@@ -191,7 +193,9 @@ export interface EntriesRequest {
    */
   ids?: string[];
   limit?: number;
+  order?: "id" | "newest";
   cursor?: string | null;
+  before?: string | null;
   after?: string | null;
 }
 /**
@@ -208,6 +212,9 @@ export interface EntriesResponse {
   error: ErrorBody | null;
   entries: EntryView[];
   owners: string[];
+  counts: {
+    [k: string]: number | undefined;
+  };
   next_cursor: string | null;
 }
 /**
