@@ -16,7 +16,7 @@ from engram_client import connection
 from engram_client.contract import validate_tenant
 from engram_client.security import NatsSecurity
 from services.cli.base import NatsOpt, TenantOpt, console, err, load_settings, nats_url, run
-from services.console.app import build, console_for
+from services.console.app import LOOPBACK_HOSTS, build, console_for
 from services.console.signin import SignIn
 from services.tokens import MAKE_ONE, configured_token, is_loopback
 from shared.errors import ConfigError
@@ -53,7 +53,8 @@ async def serve_console(settings: Settings, url: str, token: SecretStr, host: st
                                tls_handshake_first=settings.nats_tls_handshake_first)
     signin = SignIn(token, settings.tenants_file, tenant_base)
     app = build(console_for(signin, operator_nc, url, settings.subject_prefix, secure_cookies=tls_cert is not None,
-                            default_tenant=default_tenant))
+                            default_tenant=default_tenant,
+                            allowed_hosts=LOOPBACK_HOSTS if is_loopback(host) else None))
     config = uvicorn.Config(app, host=host, port=port, access_log=False, log_level="warning",
                             ssl_certfile=str(tls_cert) if tls_cert else None,
                             ssl_keyfile=str(tls_key) if tls_key else None, lifespan="on")

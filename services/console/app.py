@@ -12,9 +12,10 @@ import hmac
 import io
 import logging
 import secrets
+import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,8 +28,9 @@ from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -52,8 +54,11 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
            (b"x-frame-options", b"DENY"), (b"referrer-policy", b"same-origin"),
            (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
+MAX_BODY_BYTES = 64 * 1024  # the largest form (a recall query is 4,000 characters; a forget names 100 ids)
+MAX_STREAMS = 4  # live panels one session keeps open at once (each a NATS subscription)
 IDLE_CHECK_S = 30.0  # how often a quiet event stream checks that its session is still alive
 CLIP_CHARS = 600  # of an entry's text in lists; its page shows all of it
+SPOOL_BYTES = 4 * 1024 * 1024  # an export kept in memory up to this size, then in a temporary file
 
 _tenant, _id, _entry = TypeAdapter(TenantId), TypeAdapter(Id), TypeAdapter(EntryId)
 _instant = TypeAdapter(AwareDatetime)
@@ -70,7 +75,36 @@ class Console:
     prefix: str
     secure_cookies: bool
     default_tenant: str = "default"
+    allowed_hosts: list[str] = field(default_factory=list)  # Host header names served (empty: any)
     attempts: Attempts = field(default_factory=Attempts)
+
+
+class BodyLimit:
+    """Refuses a request body over MAX_BODY_BYTES (413) before anything reads it: the console's forms are small, and
+    no request may make it hold or spool more, signed in or not."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > MAX_BODY_BYTES:
+            await PlainTextResponse("request body too large", 413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:  # more than it declared
+                return {"type": "http.disconnect"}
+            return message
+
+        await self.app(scope, bounded, send)
 
 
 class SecurityHeaders:
@@ -116,8 +150,10 @@ def _valid(adapter: TypeAdapter[str], value: str | None) -> str:
         raise HTTPException(404) from exc
 
 
-def build(console: Console) -> Starlette:
-    """The console's ASGI application."""
+def build(console: Console) -> ASGIApp:
+    """The console's ASGI application: the routes inside the body limit, the allowed hosts (on loopback, loopback
+    names only: a page elsewhere cannot reach it through a name it rebinds to 127.0.0.1) and, outermost, the
+    security headers, so even an internal error carries them."""
 
     def page(request: Request, name: str, session: Session | None, status: int = 200, **context: Any) -> Response:
         return TEMPLATES.TemplateResponse(request, name, {"session": session, "tenant": None, **context},
@@ -156,7 +192,7 @@ def build(console: Console) -> Starlette:
         origin = request.headers.get("origin")
         if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
             raise HTTPException(403, "cross-origin request refused")
-        form = await request.form()
+        form = await request.form(max_files=0, max_fields=128, max_part_size=MAX_BODY_BYTES)
         given = form.get("csrf")
         if not isinstance(given, str) or not expected or not hmac.compare_digest(given.encode(), expected.encode()):
             raise HTTPException(403, "the form's CSRF token is missing or stale; reload the page")
@@ -186,6 +222,8 @@ def build(console: Console) -> Starlette:
         except EngramError as exc:
             return page(request, "error.html", None, 502, title="NATS refused the sign-in", code=exc.code,
                         message=str(exc))
+        if (previous := request.cookies.get(COOKIE)) is not None:
+            await console.sessions.end(previous)
         log.info("signed in: %s", "operator" if access.operator else f"tenant {access.tenant}")
         response = RedirectResponse("/", 303)
         response.set_cookie(COOKIE, session.id, httponly=True, samesite="strict", secure=console.secure_cookies)
@@ -218,20 +256,21 @@ def build(console: Console) -> Starlette:
         return page(request, "tenant.html", session, tenant=tenant, users=users, more=more,
                     conversations=conversations)
 
-    def before_of(request: Request) -> datetime | None:
-        raw = request.query_params.get("before")
+    def before_of(request: Request) -> tuple[datetime | None, str | None]:
+        raw, raw_id = request.query_params.get("before"), request.query_params.get("before_id")
         if not raw:
-            return None
+            return None, None
         try:
-            return _instant.validate_python(raw)
+            return _instant.validate_python(raw), _entry.validate_python(raw_id) if raw_id else None
         except ValidationError as exc:
             raise HTTPException(404) from exc
 
     async def timeline_page(request: Request, session: Session, user: str | None,
                             conversation: str | None) -> Response:
         tenant, memory = client(request, session)
-        before = before_of(request)
-        read = await reads.memory(memory, user_id=user, conversation_id=conversation, before=before)
+        before, before_id = before_of(request)
+        read = await reads.memory(memory, user_id=user, conversation_id=conversation, before=before,
+                                  before_id=before_id)
         owners = sorted({e.user_id for e in read.page if e.user_id})
         return page(request, "timeline.html", session, tenant=tenant, conversation=conversation,
                     user=user or (owners[0] if len(owners) == 1 else None),
@@ -297,7 +336,7 @@ def build(console: Console) -> Starlette:
         if not found:
             raise NotFound("none of these entries is in this tenant")
         return views.preview("entries", str(len(found)), dict(Counter(e.kind for e in found)),
-                             sorted({e.conversation_id for e in found}), found)
+                             sorted({e.conversation_id for e in found}), found, ids=[e.id for e in found])
 
     @signed_in
     async def forget_page(request: Request, session: Session) -> Response:
@@ -312,7 +351,7 @@ def build(console: Console) -> Starlette:
         receipt = await memory.forget(
             user_id=target.target if target.what == "user" else None,
             conversation_id=target.target if target.what == "conversation" else None,
-            entry_ids=[e.id for e in target.entries] if target.what == "entries" else None)
+            entry_ids=target.ids if target.what == "entries" else None)
         log.info("forget (%s) in tenant %s: %d deleted, verified %s", target.what, tenant, receipt.deleted.total,
                  receipt.verified)
         return page(request, "receipt.html", session, tenant=tenant, preview=target, receipt=receipt)
@@ -321,35 +360,60 @@ def build(console: Console) -> Starlette:
     async def export_user(request: Request, session: Session) -> Response:
         tenant, memory = client(request, session)
         user = _valid(_id, request.query_params.get("user"))
-        out = io.StringIO()
-        await memory.export_to(out, user_id=user)
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+b")  # noqa: SIM115 (closed when sent)
+        out = io.TextIOWrapper(spool, encoding="utf-8", newline="", write_through=True)
+        try:
+            await memory.export_to(out, user_id=user)
+            out.flush()
+            out.detach()
+            spool.seek(0)
+        except BaseException:
+            spool.close()
+            raise
+
+        def chunks() -> Iterator[bytes]:
+            with spool:
+                while chunk := spool.read(256 * 1024):
+                    yield chunk
+
         name = f"engram-{tenant}-{user}".replace("/", "_").replace(":", "_")
-        return Response(out.getvalue().encode(), media_type="application/x-ndjson",
-                        headers={"content-disposition": f'attachment; filename="{name}.jsonl"'})
+        return StreamingResponse(chunks(), media_type="application/x-ndjson",
+                                 headers={"content-disposition": f'attachment; filename="{name}.jsonl"'})
 
     @signed_in
     async def events(request: Request, session: Session) -> Response:
         _, memory = client(request, session)
+        if session.streams >= MAX_STREAMS:
+            return PlainTextResponse("too many live panels open for this session; close one", 429)
         stream = await memory.events()
+        session.streams += 1
 
         async def relay() -> AsyncIterator[dict[str, str]]:
             # Ends with the session (signed out in another tab, idle, too old), not only with the page.
             events = aiter(stream)
+            pending: set[asyncio.Future[Any]] = set()
             try:
                 while console.sessions.alive(session):
                     nxt = asyncio.ensure_future(anext(events))
                     ended = asyncio.ensure_future(session.ended.wait())
-                    done, _ = await asyncio.wait({nxt, ended}, timeout=IDLE_CHECK_S,
-                                                 return_when=asyncio.FIRST_COMPLETED)
+                    pending = {nxt, ended}
+                    done, _ = await asyncio.wait(pending, timeout=IDLE_CHECK_S, return_when=asyncio.FIRST_COMPLETED)
                     ended.cancel()
                     if nxt not in done:
                         nxt.cancel()
                         continue
-                    event = nxt.result()
+                    try:
+                        event = nxt.result()
+                    except StopAsyncIteration:
+                        return
+                    except ValidationError:  # an event this console cannot read: skipped, its content unlogged
+                        log.warning("skipped an event that does not parse")
+                        continue
                     yield {"event": event.kind, "data": event.model_dump_json()}
-            except StopAsyncIteration:
-                return
             finally:
+                for future in pending:
+                    future.cancel()
+                session.streams -= 1
                 await stream.close()
 
         return EventSourceResponse(relay(), ping=15)
@@ -390,12 +454,17 @@ def build(console: Console) -> Starlette:
 
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: not_found, 500: not_found})
-    app.add_middleware(SecurityHeaders)
-    return app
+    app.add_middleware(BodyLimit)
+    if console.allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=console.allowed_hosts)
+    return SecurityHeaders(app)
+
+
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
 def console_for(signin: SignIn, operator_nc: Client, nats_url: str, prefix: str, secure_cookies: bool,
-                default_tenant: str = "default") -> Console:
+                default_tenant: str = "default", allowed_hosts: list[str] | None = None) -> Console:
     """The console's shared state."""
-    return Console(signin=signin, sessions=Sessions(operator_nc), nats_url=nats_url, prefix=prefix,
-                   secure_cookies=secure_cookies, default_tenant=default_tenant)
+    return Console(signin=signin, sessions=Sessions(operator_nc, signin), nats_url=nats_url, prefix=prefix,
+                   secure_cookies=secure_cookies, default_tenant=default_tenant, allowed_hosts=allowed_hosts or [])

@@ -37,12 +37,21 @@ async def owners(client: MemoryClient, op: str, *, user_id: str | None = None, a
     return reply.owners, reply.next_cursor
 
 
+Older = dict[str, str] | None  # the next (older) page's cursor: `before`, and `before_id` inside an instant
+
+
 async def newest(client: MemoryClient, *, user_id: str | None, conversation_id: str | None,
-                 before: datetime | None = None, limit: int = HISTORY_PAGE) -> tuple[list[EntryView], str | None]:
-    """A page of the entries, the most recent first (from `before` on), and the cursor of the next (older) page."""
-    reply = await client.entries(EntriesRequest(op="list", order="newest", user_id=user_id,
-                                                conversation_id=conversation_id, before=before, limit=limit))
-    return reply.entries, reply.next_cursor
+                 before: datetime | None = None, before_id: str | None = None,
+                 limit: int = HISTORY_PAGE) -> tuple[list[EntryView], Older]:
+    """A page of the entries, the most recent first (from `before`, `before_id` on), and the next page's cursor."""
+    reply = await client.entries(EntriesRequest(op="list", order="newest", user_id=user_id, limit=limit,
+                                                conversation_id=conversation_id, before=before, before_id=before_id))
+    if reply.next_cursor is None:
+        return reply.entries, None
+    older = {"before": reply.next_cursor}
+    if reply.next_cursor_id:
+        older["before_id"] = reply.next_cursor_id
+    return reply.entries, older
 
 
 async def counts(client: MemoryClient, *, user_id: str | None, conversation_id: str | None) -> dict[str, int]:
@@ -57,7 +66,7 @@ class Memory:
     profile (the current state, and what replaced what), counts, its conversations (a user's)."""
 
     page: list[EntryView]
-    older: str | None  # the next page's cursor
+    older: Older
     derived: list[EntryView]
     derived_truncated: bool
     counts: dict[str, int]
@@ -65,10 +74,10 @@ class Memory:
 
 
 async def memory(client: MemoryClient, *, user_id: str | None = None, conversation_id: str | None = None,
-                 before: datetime | None = None) -> Memory:
+                 before: datetime | None = None, before_id: str | None = None) -> Memory:
     """The timeline's reads, at once."""
     (page, older), (facts, cut), (profiles, _), counted, (conversations, _) = await asyncio.gather(
-        newest(client, user_id=user_id, conversation_id=conversation_id, before=before),
+        newest(client, user_id=user_id, conversation_id=conversation_id, before=before, before_id=before_id),
         all_entries(client, user_id=user_id, conversation_id=conversation_id, kind="fact"),
         all_entries(client, user_id=user_id, conversation_id=conversation_id, kind="profile"),
         counts(client, user_id=user_id, conversation_id=conversation_id),

@@ -50,14 +50,15 @@ class Timeline:
     facts: list[Item]
     days: list[Day]
     counts: dict[str, int]         # entries of each kind, and `replaced` (superseded or merged away: kept)
-    older: str | None              # the cursor of the next, older page
+    older: dict[str, str] | None   # the next, older page's cursor (query parameters)
     first_page: bool
     replaced: int = 0
     conversations: list[str] = field(default_factory=list)
     truncated: bool = False        # more facts than the console reads at once
 
 
-def timeline(page: list[EntryView], derived: list[EntryView], counts: dict[str, int], *, older: str | None = None,
+def timeline(page: list[EntryView], derived: list[EntryView], counts: dict[str, int], *,
+             older: dict[str, str] | None = None,
              first_page: bool = True, conversations: list[str] | None = None, truncated: bool = False) -> Timeline:
     """The timeline of one page of entries (newest first) and of every fact and profile (`derived`): what holds now,
     and each entry with what replaced it."""
@@ -124,12 +125,13 @@ class Preview:
     target: str                     # the user or conversation id, or the number of entries
     counts: dict[str, int]          # entries by kind
     conversations: list[str]
-    entries: list[EntryView]        # the entries named (for `entries`), or the newest
+    entries: list[EntryView]        # the newest of them, shown
+    ids: list[str] = field(default_factory=list)  # `entries`: every id named (all of them go, shown or not)
 
 
 def preview(what: str, target: str, counts: dict[str, int], conversations: list[str],
-            entries: list[EntryView]) -> Preview:
+            entries: list[EntryView], ids: list[str] | None = None) -> Preview:
     """The confirmation's content for erasing `target` (a user, a conversation or the given entries)."""
     return Preview(what=what, target=target, counts={k: n for k, n in counts.items() if k in KINDS and n},
                    conversations=conversations,
-                   entries=sorted(entries, key=lambda e: e.occurred_at, reverse=True)[:20])
+                   entries=sorted(entries, key=lambda e: e.occurred_at, reverse=True)[:20], ids=ids or [])

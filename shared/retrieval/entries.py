@@ -5,9 +5,9 @@ from typing import Literal
 
 from engram_client.contract import EntriesRequest, EntriesResponse, EntryKind, check_tenant
 from engram_client.errors import NotFound
-from shared.retrieval.fit import fit_all, fit_newest, fit_page
+from shared.retrieval.fit import Cursor, fit_all, fit_newest, fit_page
 from shared.retrieval.views import entry_view
-from shared.store import EntryFilter, MemoryEntry, Scope, Store, all_entries
+from shared.store import EntryFilter, MemoryEntry, Scope, Store
 
 
 async def _history(store: Store, scope: Scope, entry_id: str) -> list[MemoryEntry]:
@@ -52,23 +52,47 @@ async def _counts(store: Store, scope: Scope, entry_filter: EntryFilter) -> Entr
     return EntriesResponse(counts={**counts, "replaced": counted[-2] - counted[-1]})
 
 
+def _just_before(instant: datetime) -> datetime | None:
+    """The instant a microsecond before (None before the first one a datetime holds)."""
+    try:
+        return instant - timedelta(microseconds=1)
+    except OverflowError:
+        return None
+
+
+async def _instant(store: Store, scope: Scope, entry_filter: EntryFilter, instant: datetime, limit: int,
+                   from_id: str | None = None) -> tuple[list[MemoryEntry], Cursor]:
+    """Entries of one instant in id order (from `from_id` on), and where the listing goes on after them."""
+    at = entry_filter.model_copy(update={"since": instant, "until": instant})
+    page = await store.scroll(scope, entry_filter=at, limit=limit, offset=from_id)
+    if page.next_offset is not None:
+        return page.entries, (instant, page.next_offset)
+    older = _just_before(instant)
+    return page.entries, (older, None) if older is not None else None
+
+
 async def _newest(store: Store, scope: Scope, request: EntriesRequest, entry_filter: EntryFilter,
                   max_reply_bytes: int | None) -> EntriesResponse:
-    """A page of the scope's entries, the most recent first. A page never splits the entries of one instant (the
-    next page starts at the instant after the page's last, `next_cursor`); an instant holding more entries than a
-    page comes whole, on a page of its own."""
-    narrowed = entry_filter.model_copy(update={"until": request.before}) if request.before else entry_filter
-    found = await store.newest(scope, entry_filter=narrowed, limit=request.limit + 1)
-    next_before: datetime | None = None
-    if len(found) > request.limit:
-        boundary = found[request.limit].occurred_at
-        found = [e for e in found[:request.limit] if e.occurred_at != boundary]
-        next_before = boundary
-        if not found:  # one instant fills the page: all of it, and the next page starts just before it
-            found = await all_entries(store, scope, narrowed.model_copy(update={"since": boundary,
-                                                                                "until": boundary}))
-            next_before = boundary - timedelta(microseconds=1)
-    return fit_newest([entry_view(e) for e in found], next_before, max_reply_bytes)
+    """A page of the scope's entries, the most recent first; entries of one instant in id order. The cursor is an
+    instant (entries at or before it) and, inside an instant a page ended in, the id the next page starts from."""
+    limit, until = request.limit, request.before
+    page: list[MemoryEntry] = []
+    if request.before is not None and request.before_id is not None:  # the rest of an instant first
+        page, cursor = await _instant(store, scope, entry_filter, request.before, limit, request.before_id)
+        if cursor is None or cursor[1] is not None or len(page) == limit:
+            return fit_newest(page, cursor, max_reply_bytes)
+        until, limit = cursor[0], limit - len(page)
+    narrowed = entry_filter.model_copy(update={"until": until}) if until is not None else entry_filter
+    found = await store.newest(scope, entry_filter=narrowed, limit=limit + 1)
+    if len(found) <= limit:
+        return fit_newest(page + found, None, max_reply_bytes)
+    boundary = found[limit].occurred_at
+    whole = [e for e in found[:limit] if e.occurred_at != boundary]  # the instants the page holds entirely
+    if whole:
+        return fit_newest(page + whole, (boundary, None), max_reply_bytes)
+    # One instant holds more than the page has room for: the page is its first entries, in id order.
+    more, cursor = await _instant(store, scope, narrowed, boundary, limit)
+    return fit_newest(page + more, cursor, max_reply_bytes)
 
 
 async def entries(store: Store, tenant: str, request: EntriesRequest,

@@ -8,7 +8,8 @@ from pydantic import BaseModel
 
 from engram_client.contract import EntriesResponse, EntryView, RecallResponse, Turn
 from engram_client.errors import EngramError, InvalidRequest
-from shared.store import ScoredEntry
+from shared.retrieval.views import entry_view
+from shared.store import MemoryEntry, ScoredEntry
 
 REPLY_HEADROOM_BYTES = 8192  # what NATS headers and the reply's own framing may add
 
@@ -107,25 +108,23 @@ def fit_page(entries: list[EntryView], next_cursor: str | None, max_bytes: int |
     return page
 
 
-def fit_newest(entries: list[EntryView], next_before: datetime | None, max_bytes: int | None) -> EntriesResponse:
-    """A newest-first page that fits: it ends earlier, at an instant's boundary, and the next page starts at the
-    first instant it left out (the cursor is that instant).
+Cursor = tuple[datetime, str | None] | None  # a newest-first listing's next page: an instant, and an id in it
 
-    Raises:
-        InvalidRequest: the entries of one instant do not fit one reply (ask for fewer, or one kind at a time).
-    """
-    cursor = next_before.isoformat() if next_before else None
-    page = EntriesResponse(entries=entries, next_cursor=cursor)
+
+def fit_newest(entries: list[MemoryEntry], cursor: Cursor, max_bytes: int | None) -> EntriesResponse:
+    """A newest-first page (entries of one instant in id order) that fits: it ends earlier when it must, and the
+    cursor then points at the first entry it left out (its instant and id)."""
+    ordered = sorted(sorted(entries, key=lambda e: e.id), key=lambda e: e.occurred_at, reverse=True)
+
+    def reply(views: list[EntryView], at: Cursor) -> EntriesResponse:
+        return EntriesResponse(entries=views, next_cursor=at[0].isoformat() if at else None,
+                               next_cursor_id=at[1] if at else None)
+
+    page = reply([entry_view(e) for e in ordered], cursor)
     while max_bytes is not None and len(page.entries) > 1 and size(page) > max_bytes:
         keep = len(page.entries) // 2
-        while keep > 0 and page.entries[keep - 1].occurred_at == page.entries[keep].occurred_at:
-            keep -= 1
-        if keep == 0:
-            break
-        page = EntriesResponse(entries=page.entries[:keep], next_cursor=page.entries[keep].occurred_at.isoformat())
-    if max_bytes is not None and size(page) > max_bytes:
-        raise InvalidRequest(f"the {len(page.entries)} entries of one instant take {size(page):,} bytes, over the "
-                             f"reply limit of {max_bytes:,}; list one kind at a time")
+        first_out = page.entries[keep]
+        page = reply(page.entries[:keep], (first_out.occurred_at, first_out.id))
     return page
 
 

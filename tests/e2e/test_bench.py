@@ -102,7 +102,7 @@ async def test_console_bench_times_every_page_over_http(tmp_path: Path) -> None:
     assert console["entries"] == 50 and console["rounds"] == 2 and console["budget_ms"] == 300
     assert console["kinds"] == {"episodic": 44, "fact": 5, "profile": 1} and console["superseded"] >= 1
     assert [row["page"] for row in console["pages"]] == [
-        "tenant", "timeline", "timeline, last page (1)", "entry: episode", "entry: superseded fact", "recall form",
+        "tenant", "timeline", "timeline, oldest page (1)", "entry: episode", "entry: superseded fact", "recall form",
         "recall (POST, k=10, explain)", "forget confirmation"]
     for row in [*console["pages"], console["download"]]:
         assert row["n"] == len(row["samples_ms"]) == 2 and 0 < row["p50"] <= row["p95"] <= row["max"]

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from engram_client import MemoryClient, connection
 from engram_client.security import ANONYMOUS
-from services.console.app import COOKIE, CSP, build, console_for
+from services.console.app import COOKIE, CSP, LOOPBACK_HOSTS, build, console_for
 from services.console.signin import SignIn
 from services.stack import Running
 from tests.support.ids import unique
@@ -203,3 +203,23 @@ async def test_ids_the_contract_refuses_are_pages_that_do_not_exist(web: httpx.A
                  "/t/ok/user", "/t/ok/forget"):
         response = await web.get(path)
         assert response.status_code == 404 and "Traceback" not in response.text, path
+
+
+async def test_an_oversized_body_and_a_foreign_host_are_refused_before_anything_reads_them(
+        stack: Running, web: httpx.AsyncClient) -> None:
+    """A sign-in post of a megabyte is refused 413 (no session needed, nothing parsed), with the security headers;
+    a console on loopback answers only loopback host names, so a page elsewhere cannot reach it through a name it
+    rebinds to 127.0.0.1."""
+    web.cookies.clear()
+    big = await web.post("/signin", content=b"token=" + b"x" * (2 * 1024 * 1024),
+                         headers={"content-type": "application/x-www-form-urlencoded"})
+    assert big.status_code == 413 and big.headers["content-security-policy"] == CSP
+    nc = await connection.connect(stack.nats_url, "console-hosts")
+    console = console_for(SignIn(SecretStr(TOKEN), None, ANONYMOUS), nc, stack.nats_url, "mem", secure_cookies=False,
+                          allowed_hosts=LOOPBACK_HOSTS)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=build(console)),
+                                 base_url="http://127.0.0.1:8780") as local:
+        assert (await local.get("/signin")).status_code == 200
+        rebound = await local.get("/signin", headers={"host": "rebind.attacker.example:8780"})
+        assert rebound.status_code == 400 and rebound.headers["content-security-policy"] == CSP
+    await connection.close(nc)

@@ -4,7 +4,7 @@ replaced it, recall with explain, live events, forget with its receipt, a tenant
 hostile text rendered inert, and the refusal to serve other machines without TLS and a token.
 
 tests/e2e/test_console.py checks the same pages over HTTP in process. Screenshots of the pages visited go to
-ENGRAM_CONSOLE_SCREENSHOTS when set, else to a temporary folder of the run.
+CONSOLE_SCREENSHOTS when set, else to a temporary folder of the run.
 """
 import asyncio
 import os
@@ -39,7 +39,7 @@ from tests.support.secured import Deployment, deploy
 from tests.support.turns import conversation
 
 # Read at import: the suite's autouse fixture removes every ENGRAM_* variable before each test runs.
-SCREENSHOTS = os.environ.get("ENGRAM_CONSOLE_SCREENSHOTS")
+SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS")
 TOKEN = secrets.token_hex(16)  # the operator's: 32 characters
 LOCOMO_SESSIONS = 2  # of the first LoCoMo conversation: enough for a timeline along two days, and quick to store
 
@@ -162,7 +162,7 @@ def chromium() -> None:
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: ENGRAM_CONSOLE_SCREENSHOTS, or a temporary folder of the run."""
+    """Where the screenshots go: CONSOLE_SCREENSHOTS, or a temporary folder of the run."""
     folder = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path_factory.mktemp("screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -144,8 +144,9 @@ FIELDS: dict[str, SearchStrategy[Any]] = {
                                 st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=1024),
                                           st.floats(allow_nan=False, allow_infinity=False)), max_size=8),
     "entry_ids": st.lists(entry_ids, min_size=1, max_size=8), "ids": st.lists(entry_ids, max_size=8),
-    "op": st.sampled_from(["list", "get", "history"]), "kind": st.sampled_from(["episodic", "fact", "profile"]),
-    "limit": st.integers(1, 500), "cursor": entry_ids,
+    "op": st.sampled_from(["list", "get", "history", "users", "conversations", "counts"]),
+    "kind": st.sampled_from(["episodic", "fact", "profile"]), "limit": st.integers(1, 500), "cursor": entry_ids,
+    "order": st.sampled_from(["id", "newest"]), "before": aware_times, "before_id": entry_ids, "after": ids,
     "jobs": st.lists(st.sampled_from(["merge", "supersede", "score", "forget", "profile"]), max_size=5),
     "into": tenants, "window_turns": st.integers(1, 64),
 }

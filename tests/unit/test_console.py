@@ -10,6 +10,7 @@ from engram_client.contract import EntryView
 from engram_client.security import ANONYMOUS
 from services.cli.console_command import guarded
 from services.console import views
+from services.console.sessions import PER_IDENTITY, Session, Sessions
 from services.console.signin import Attempts, SignIn
 from shared.errors import ConfigError
 from shared.settings import Settings
@@ -33,7 +34,8 @@ def test_the_timeline_keeps_replaced_entries_in_the_history_only_and_chains_them
     derived = [view("f-old", "fact", 0, superseded_by="f-new"), view("f-new", "fact", 100),
                view("f-doubt", "fact", 5, outdated_by="e-kept"), view("p", "profile", 101)]
     page = [view("e-dup", days=3, merged_into="e-kept"), view("e-kept", days=4), *derived]
-    t = views.timeline(page, derived, {"episodic": 2, "fact": 3, "profile": 1, "replaced": 2}, older="2024-05-01")
+    counts = {"episodic": 2, "fact": 3, "profile": 1, "replaced": 2}
+    t = views.timeline(page, derived, counts, older={"before": "2024-05-01T00:00:00+00:00"})
     assert [i.entry.id for i in t.facts] == ["f-new", "f-doubt"] and [i.entry.id for i in t.profile] == ["p"]
     states = {i.entry.id: (i.state, i.by.id if i.by else None) for d in t.days for i in d.items}
     assert states["f-old"] == ("superseded", "f-new") and states["e-dup"] == ("merged", "e-kept")
@@ -118,3 +120,50 @@ def test_half_a_tls_configuration_and_a_short_token_are_refused(tmp_path: Path) 
     with pytest.raises(ConfigError) as short:
         guarded(Settings(console_token=SecretStr("tiny-secret")), None, "127.0.0.1", None, None)
     assert "tiny-secret" not in str(short.value)
+
+
+def test_a_forget_of_many_entries_names_every_one_though_it_shows_twenty() -> None:
+    """The confirmation shows the newest twenty of thirty entries, and carries all thirty ids to the erase."""
+    found = [view(f"e{i:02d}", days=i) for i in range(30)]
+    p = views.preview("entries", "30", {"episodic": 30}, ["c1"], found, ids=[e.id for e in found])
+    assert len(p.entries) == 20 and p.entries[0].id == "e29" and len(p.ids) == 30
+
+
+async def test_one_identity_keeps_at_most_its_share_of_sessions_and_a_revoked_key_ends_its_own(
+        tmp_path: Path) -> None:
+    """Signing in again and again as one identity ends that identity's oldest sessions only; a tenant session whose
+    key was rotated since is gone at its next request."""
+    folder = TenantsFolder(tmp_path / "tenants")
+    folder.init("mem", Quota())
+    folder.add("acme", QuotaChanges(), Quota())
+    signin = SignIn(SecretStr(TOKEN), folder.registry_file, ANONYMOUS)
+    sessions = Sessions(operator_nc=object(), signin=signin)  # type: ignore[arg-type]
+    operator = signin.check(TOKEN)
+    assert operator is not None
+    first = [await sessions.start(operator, "nats://unused") for _ in range(PER_IDENTITY)]
+    assert all(sessions.get(s.id) is s for s in first)
+    newer = await sessions.start(operator, "nats://unused")
+    assert sessions.get(first[0].id) is None and first[0].ended.is_set()
+    assert sessions.get(newer.id) is newer and sessions.get(first[1].id) is first[1]
+    tenant = signin.check(folder.tenant_seed("acme").read_text())
+    assert tenant is not None and tenant.security is not None
+    revocable = Session(id="s-acme", access=tenant, nc=object(), owns_connection=False)  # type: ignore[arg-type]
+    sessions._sessions[revocable.id] = revocable
+    assert sessions.get("s-acme") is revocable
+    folder.rotate("acme", Quota())
+    assert sessions.get("s-acme") is None and revocable.ended.is_set()
+
+
+def test_an_unreadable_registry_signs_in_no_tenant(tmp_path: Path) -> None:
+    """A registry file that is missing or not a registry refuses tenants' seeds (and lists no tenant) instead of
+    failing the request."""
+    folder = TenantsFolder(tmp_path / "tenants")
+    folder.init("mem", Quota())
+    folder.add("acme", QuotaChanges(), Quota())
+    seed = folder.tenant_seed("acme").read_text()
+    for broken in ("{not json", ""):
+        folder.registry_file.write_text(broken)
+        signin = SignIn(None, folder.registry_file, ANONYMOUS)
+        assert signin.check(seed) is None and signin.tenants() == []
+    folder.registry_file.unlink()
+    assert SignIn(None, folder.registry_file, ANONYMOUS).check(seed) is None

@@ -68,7 +68,10 @@ class EntriesRequest(TenantScoped):
     limit: int = Field(default=50, ge=1, le=500)
     order: Literal["id", "newest"] = "id"
     cursor: EntryId | None = None    # list in id order: the next_cursor of an earlier reply
-    before: AwareDatetime | None = None  # list, newest first: entries at or before this instant (a next_cursor)
+    # list, newest first: entries at or before this instant (a next_cursor); with before_id (a next_cursor_id),
+    # the entries of that instant from this id on, in id order, then the older ones
+    before: AwareDatetime | None = None
+    before_id: EntryId | None = None
     after: Id | None = None          # users / conversations: the last owner of an earlier page (its next_cursor)
 
     @model_validator(mode="after")
@@ -79,6 +82,8 @@ class EntriesRequest(TenantScoped):
             raise ValueError("op 'history' takes exactly one id")
         if self.cursor is not None and self.order != "id":
             raise ValueError("cursor pages a listing in id order; a newest-first listing pages with before")
+        if self.before_id is not None and self.before is None:
+            raise ValueError("before_id names an entry of the instant `before`; give both")
         return self
 
 
@@ -125,6 +130,7 @@ class EntriesResponse(Reply):
     # counts: entries of each kind in the scope, and `replaced`: those superseded or merged away (kept as history)
     counts: dict[str, int] = Field(default_factory=dict)
     next_cursor: str | None = None
+    next_cursor_id: str | None = None  # a newest-first listing: the next page's before_id (with next_cursor as before)
 
 
 ConsolidationJob = Literal["merge", "supersede", "score", "forget", "profile"]

@@ -196,6 +196,7 @@ export interface EntriesRequest {
   order?: "id" | "newest";
   cursor?: string | null;
   before?: string | null;
+  before_id?: string | null;
   after?: string | null;
 }
 /**
@@ -216,6 +217,7 @@ export interface EntriesResponse {
     [k: string]: number | undefined;
   };
   next_cursor: string | null;
+  next_cursor_id: string | null;
 }
 /**
  * A stored entry as operators see it: the whole payload, no vectors.
