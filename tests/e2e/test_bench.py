@@ -80,11 +80,11 @@ async def test_store_growth_bench_samples_the_store_s_memory_every_tenth() -> No
 async def test_consolidation_bench_times_scheduled_runs_and_splits_their_peak_memory(tmp_path: Path) -> None:
     """`bench --only consolidation` fills a tenant, times its three scheduled runs (each ran the tenant) with their
     peaks, the heap's and the mapped files' apart, and times the scheduler's passes over many tenants."""
-    await bench("--only", "consolidation", "--consolidation-sizes", "2000", "--consolidation-tenants", "50",
+    await bench("--only", "consolidation", "--consolidation-sizes", "1000", "--consolidation-tenants", "50",
                 "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())["consolidation"]
     [row] = results["rows"]
-    assert row["entries"] == row["fill"]["entries"] == 2000 and row["touched"]["new_episodes"] == 200
+    assert row["entries"] == row["fill"]["entries"] == 1000 and row["touched"]["new_episodes"] == 200
     for run in (row["first_run"], row["quiet_run"], row["big_user_run"]):
         assert run["ran"] == 1
         assert {"peak_mb", "opened_rss_mb", "opened_anon_mb", "opened_file_mb", "longest_gap_s"} <= set(run)
