@@ -3,13 +3,14 @@ from pathlib import Path
 from typing import Annotated, get_args
 
 import typer
+from rich.table import Table
 
 from engram_client import MemoryClient
 from services.cli import output
 from services.cli.base import connect_client, console, err, load_settings, run
 from services.cli.embedded import embedded_stack
 from shared.embedding import open_embedder
-from shared.evaluation import locomo, locomo_run, updates, updates_run
+from shared.evaluation import locomo, locomo_run, multihop, multihop_run, updates, updates_run
 from shared.evaluation import report as reporting
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.settings import EvalSettings
@@ -128,3 +129,50 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
     questions = "\n".join(f"  {q.kind}: {q.query}" for q in story.questions)
     console.print(f"wrote {len(turns)} turns of {story.id} (user {story.user.user_id}) to {out}; its questions:\n"
                   + questions)
+
+
+async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int, budget: int | None,
+                         out: Path) -> None:
+    stories = multihop.load(multihop.split_path(split))
+
+    async def evaluate_against(url: str) -> multihop_run.MultihopReport:
+        async def client_for(tenant: str) -> MemoryClient:
+            return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
+
+        return await multihop_run.run(client_for, stories, split, k=k, token_budget=budget, mode=mode,
+                                      progress=lambda message: console.print(f"[dim]{message}[/dim]"))
+
+    if settings.nats_url:
+        result = await evaluate_against(settings.nats_url)
+    else:
+        async with embedded_stack(settings, "eval-multihop") as state:
+            result = await evaluate_against(state.nats_url)
+    table = Table(title=f"multi-session stories, {split} half: k={k}, token budget {budget}")
+    for column in ("questions", "group", "all evidence", "any evidence", "turn recall", "in order", "context tokens"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    rows = [("all", result.overall), *result.by_type.items(), *result.by_language_type.items()]
+    for name, f in rows:
+        table.add_row(str(f.questions), name, f"{f.all_evidence:.3f}", f"{f.any_evidence:.3f}",
+                      f"{f.turn_recall:.3f}", "" if f.in_order is None else f"{f.in_order:.3f}",
+                      f"{f.mean_context_tokens:.0f}")
+    console.print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"multihop-{split}.json"
+    path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    console.print(f"wrote {path}")
+
+
+@app.command("multihop")
+def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on it) or test (measure only)"),
+                  mode: str = typer.Option("fast", "--mode", help="fast or deep"),
+                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall at most"),
+                  budget: int | None = typer.Option(2000, "--budget", help="token_budget of every recall"),
+                  out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
+                                           help="folder for multihop-<split>.json")) -> None:
+    """Publish the multi-session stories through NATS and ask their multi-hop, ordering and single-hop questions:
+    all-evidence turn recall within the budget, and ordering questions answered in chronological order."""
+    if split not in get_args(multihop.Split):
+        err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
+        raise typer.Exit(2)
+    settings = load_settings()
+    run(_eval_multihop(settings, split, mode, k, budget, out))  # type: ignore[arg-type]

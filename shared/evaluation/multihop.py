@@ -1,0 +1,204 @@
+"""The multi-session stories (issue 37): questions whose evidence is two to four turns of different sessions
+(multi_hop), questions about the order of events (ordering) and single-turn controls (single_hop), each with its
+evidence turns. Written from the wire contract alone by an author who had not read engram's code, then split once,
+at random within each language (SPLIT_SEED), into `dev.jsonl` (tune on it) and `test.jsonl` (measure only).
+
+A question is found when every evidence turn is a source of an entry the recall returned (all-evidence turn
+recall, the strict measure); an ordering question is in order when it is found and the first entry holding each
+event comes in the order the events happened.
+"""
+import itertools
+import random
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from engram_client.contract import Turn
+
+DATA_DIR = Path(__file__).parent / "data" / "multihop"
+Split = Literal["dev", "test"]
+QuestionType = Literal["multi_hop", "ordering", "single_hop"]
+SPLIT_SEED = 20261203  # the one split; never re-drawn
+
+
+class StoryTurn(BaseModel):
+    """One turn of a story, as the author wrote it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn_id: str
+    speaker: str
+    role: Literal["user", "assistant"]
+    text: str
+    ts: AwareDatetime
+
+
+class Session(BaseModel):
+    """One conversation of a story."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: str
+    turns: list[StoryTurn]
+
+
+class StoryUser(BaseModel):
+    """The person the story is about."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user_id: str
+    name: str
+
+
+class Key(BaseModel):
+    """A turn: its conversation and its id."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conversation_id: str
+    turn_id: str
+
+
+class Question(BaseModel):
+    """A question, its evidence turns and, for an ordering question, the events in the order they happened."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    type: QuestionType
+    question: str
+    asked_at: AwareDatetime
+    answer: str
+    evidence: list[Key]
+    order: list[Key] = Field(default_factory=list)
+
+
+class Story(BaseModel):
+    """One multi-session story of a user."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    language: Literal["en", "zh"]
+    user: StoryUser
+    sessions: list[Session]
+    questions: list[Question]
+
+    def turns(self, run: str | None = None) -> list[list[Turn]]:
+        """The sessions as engram turns of the story's user (the friend's turns of a friend chat too); a `run`
+        prefixes the conversation and user ids so that runs never share them."""
+        return [[Turn(conversation_id=_in(run, s.conversation_id), turn_id=t.turn_id, speaker=t.speaker,
+                      role=t.role, text=t.text, ts=t.ts, user_id=self.user_id(run)) for t in s.turns]
+                for s in self.sessions]
+
+    def user_id(self, run: str | None = None) -> str:
+        """The story's user id in one run."""
+        return _in(run, self.user.user_id)
+
+
+def _in(run: str | None, value: str) -> str:
+    return f"{run}-{value}" if run else value
+
+
+def load(path: Path) -> list[Story]:
+    """The stories of a JSON Lines file."""
+    return [Story.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
+    """Where a half of the set is."""
+    return folder / f"{split}.jsonl"
+
+
+def split(stories: Sequence[Story], seed: int = SPLIT_SEED) -> tuple[list[Story], list[Story]]:
+    """Dev and test halves, drawn at random within each language (done once, when the set was committed)."""
+    rng = random.Random(seed)
+    dev: list[Story] = []
+    test: list[Story] = []
+    for language in sorted({s.language for s in stories}):
+        group = sorted((s for s in stories if s.language == language), key=lambda s: s.id)
+        rng.shuffle(group)
+        half = len(group) // 2
+        dev += group[:half]
+        test += group[half:]
+    return sorted(dev, key=lambda s: s.id), sorted(test, key=lambda s: s.id)
+
+
+class Hit(BaseModel):
+    """A recalled entry as the judge reads it: its conversation (the run's prefix removed), its source turns and
+    when it happened."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    turn_ids: list[str]
+    occurred_at: datetime
+    tokens: int = 0
+
+
+class Judged(BaseModel):
+    """One question's outcome."""
+
+    model_config = ConfigDict(frozen=True)
+
+    story: str
+    question: str
+    language: str
+    type: QuestionType
+    evidence: int
+    found: int                 # evidence turns among the recalled entries' sources
+    first_found: bool          # at least one evidence turn found
+    all_found: bool
+    in_order: bool | None = None  # ordering questions: all found and their entries in the order of the events
+    entries: int = 0
+    context_tokens: int = 0
+
+
+def judge(story: Story, question: Question, hits: Sequence[Hit], context_tokens: int) -> Judged:
+    """How much of the question's evidence the recalled entries hold, and whether an ordering question's events come
+    in the order they happened."""
+    def position(key: Key) -> int | None:
+        for i, hit in enumerate(hits):
+            if hit.conversation_id == key.conversation_id and key.turn_id in hit.turn_ids:
+                return i
+        return None
+
+    places = [position(k) for k in question.evidence]
+    found = sum(p is not None for p in places)
+    all_found = found == len(places)
+    in_order = None
+    if question.type == "ordering":
+        events = [position(k) for k in question.order]
+        in_order = all_found and all(a is not None and b is not None and a < b
+                                     for a, b in itertools.pairwise(events))
+    return Judged(story=story.id, question=question.id, language=story.language, type=question.type,
+                  evidence=len(places), found=found, first_found=found > 0, all_found=all_found, in_order=in_order,
+                  entries=len(hits), context_tokens=context_tokens)
+
+
+class Figures(BaseModel):
+    """A group of questions' figures."""
+
+    questions: int = 0
+    all_evidence: float = 0.0     # all-evidence recall: every evidence turn found
+    any_evidence: float = 0.0
+    turn_recall: float = 0.0      # evidence turns found, of all
+    in_order: float | None = None  # ordering questions in chronological order with all their evidence
+    mean_context_tokens: float = 0.0
+
+
+def figures(judged: Sequence[Judged]) -> Figures:
+    """The figures of these questions."""
+    if not judged:
+        return Figures()
+    n = len(judged)
+    ordering = [j for j in judged if j.in_order is not None]
+    return Figures(questions=n, all_evidence=sum(j.all_found for j in judged) / n,
+                   any_evidence=sum(j.first_found for j in judged) / n,
+                   turn_recall=sum(j.found for j in judged) / max(1, sum(j.evidence for j in judged)),
+                   in_order=sum(bool(j.in_order) for j in ordering) / len(ordering) if ordering else None,
+                   mean_context_tokens=sum(j.context_tokens for j in judged) / n)

@@ -1,0 +1,62 @@
+"""The multi-session stories (shared/evaluation/data/multihop) hold to what their README says, the split is the one
+drawn, and the judge counts evidence and order as the issue defines them."""
+from datetime import UTC, datetime, timedelta
+
+from shared.evaluation import multihop
+from shared.evaluation.multihop import Hit, Key, Question, Story, judge
+
+HALVES = {name: multihop.load(multihop.split_path(name)) for name in ("dev", "test")}
+
+
+def test_the_halves_are_the_one_split_of_forty_english_and_thirty_chinese_stories() -> None:
+    """70 stories in all (40 English, 30 Chinese), the halves disjoint, each half holding half of each language, and
+    drawing the split again from the whole set gives the same halves."""
+    dev, test = HALVES["dev"], HALVES["test"]
+    assert {s.id for s in dev}.isdisjoint({s.id for s in test})
+    every = dev + test
+    assert sum(s.language == "en" for s in every) == 40 and sum(s.language == "zh" for s in every) == 30
+    again = multihop.split(every)
+    assert [s.id for s in again[0]] == [s.id for s in dev] and [s.id for s in again[1]] == [s.id for s in test]
+
+
+def test_every_question_names_turns_that_exist_and_orders_its_events_in_time() -> None:
+    """Evidence keys name turns of the story; multi-hop evidence spans sessions; an ordering question's events are
+    in the order their turns happened; a single-hop control has one turn."""
+    for story in (s for half in HALVES.values() for s in half):
+        when = {(s.conversation_id, t.turn_id): t.ts for s in story.sessions for t in s.turns}
+        assert 4 <= len(story.sessions) <= 8, story.id
+        for q in story.questions:
+            keys = [(k.conversation_id, k.turn_id) for k in q.evidence]
+            assert all(k in when for k in keys), (story.id, q.id)
+            if q.type == "multi_hop":
+                assert 2 <= len(keys) <= 4 and len({c for c, _ in keys}) >= 2, (story.id, q.id)
+            elif q.type == "ordering":
+                times = [when[(k.conversation_id, k.turn_id)] for k in q.order]
+                assert len(q.order) == len(keys) and times == sorted(times), (story.id, q.id)
+            else:
+                assert len(keys) == 1 and q.order == [], (story.id, q.id)
+
+
+def _story(order: list[Key]) -> tuple[Story, Question]:
+    story = HALVES["dev"][0]
+    question = Question(id="q", type="ordering", question="which first?", asked_at=datetime(2025, 1, 1, tzinfo=UTC),
+                        answer="", evidence=order, order=order)
+    return story, question
+
+
+def test_the_judge_needs_every_evidence_turn_and_the_events_in_order() -> None:
+    """All evidence found only when every turn is a source of a returned entry (of its conversation); an ordering
+    question is in order only when the entries holding its events come in the events' order."""
+    a, b = Key(conversation_id="c1", turn_id="3"), Key(conversation_id="c2", turn_id="1")
+    story, question = _story([a, b])
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    first, second = (Hit(conversation_id="c1", turn_ids=["2", "3"], occurred_at=t0),
+                     Hit(conversation_id="c2", turn_ids=["1"], occurred_at=t0 + timedelta(days=3)))
+    right = judge(story, question, [first, second], 100)
+    assert right.all_found and right.in_order and right.found == 2
+    assert judge(story, question, [second, first], 100).in_order is False
+    wrong_conversation = Hit(conversation_id="c3", turn_ids=["1"], occurred_at=t0)
+    half = judge(story, question, [first, wrong_conversation], 100)
+    assert half.found == 1 and half.first_found and not half.all_found and half.in_order is False
+    figures = multihop.figures([right, half])
+    assert figures.all_evidence == 0.5 and figures.turn_recall == 0.75 and figures.in_order == 0.5
