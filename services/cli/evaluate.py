@@ -1,6 +1,7 @@
 """`engram eval locomo`: publish LoCoMo conversations through NATS, ask every question, score against baselines."""
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated, TypeVar, get_args
 
 import typer
 from rich.table import Table
@@ -62,22 +63,33 @@ def eval_locomo(files: Annotated[list[Path] | None, typer.Argument(help="LoCoMo 
     run(_eval(settings, paths, sorted(set(k or [1, 5, 10, 20])), mode, budget, out))
 
 
-async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
-                        out: Path) -> None:
-    stories = updates.load(updates.split_path(split))
+R = TypeVar("R")
+ClientFor = Callable[[str], Awaitable[MemoryClient]]
 
-    async def evaluate_against(url: str) -> updates_run.UpdatesReport:
+
+async def _against(settings: Settings, name: str, evaluate: Callable[[ClientFor], Awaitable[R]]) -> R:
+    """Run an evaluation against ENGRAM_NATS_URL, or an embedded stack started for it (`name` its folder)."""
+    async def run_at(url: str) -> R:
         async def client_for(tenant: str) -> MemoryClient:
             return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
 
-        return await updates_run.run(client_for, stories, split, k=k, mode=mode, consolidate=consolidate,
-                                     progress=lambda message: console.print(f"[dim]{message}[/dim]"))
+        return await evaluate(client_for)
 
     if settings.nats_url:
-        result = await evaluate_against(settings.nats_url)
-    else:
-        async with embedded_stack(settings, "eval-updates") as state:
-            result = await evaluate_against(state.nats_url)
+        return await run_at(settings.nats_url)
+    async with embedded_stack(settings, name) as state:
+        return await run_at(state.nats_url)
+
+
+def _progress(message: str) -> None:
+    console.print(f"[dim]{message}[/dim]")
+
+
+async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
+                        out: Path) -> None:
+    stories = updates.load(updates.split_path(split))
+    result = await _against(settings, "eval-updates", lambda client_for: updates_run.run(
+        client_for, stories, split, k=k, mode=mode, consolidate=consolidate, progress=_progress))
     output.updates_tables(result)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"updates-{split}.json"
@@ -134,19 +146,8 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
 async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int, budget: int | None,
                          out: Path) -> None:
     stories = multihop.load(multihop.split_path(split))
-
-    async def evaluate_against(url: str) -> multihop_run.MultihopReport:
-        async def client_for(tenant: str) -> MemoryClient:
-            return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
-
-        return await multihop_run.run(client_for, stories, split, k=k, token_budget=budget, mode=mode,
-                                      progress=lambda message: console.print(f"[dim]{message}[/dim]"))
-
-    if settings.nats_url:
-        result = await evaluate_against(settings.nats_url)
-    else:
-        async with embedded_stack(settings, "eval-multihop") as state:
-            result = await evaluate_against(state.nats_url)
+    result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run(
+        client_for, stories, split, k=k, token_budget=budget, mode=mode, progress=_progress))
     table = Table(title=f"multi-session stories, {split} half: k={k}, token budget {budget}")
     for column in ("questions", "group", "all evidence", "any evidence", "turn recall", "in order", "context tokens"):
         table.add_column(column, justify="left" if column == "group" else "right")

@@ -8,7 +8,6 @@ recall, the strict measure); an ordering question is in order when it is found a
 event comes in the order the events happened.
 """
 import itertools
-import random
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -17,41 +16,12 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram_client.contract import Turn
+from shared.evaluation.stories import Session, StoryUser, in_run, load_lines, split_by_language
 
 DATA_DIR = Path(__file__).parent / "data" / "multihop"
 Split = Literal["dev", "test"]
 QuestionType = Literal["multi_hop", "ordering", "single_hop"]
 SPLIT_SEED = 20261203  # the one split; never re-drawn
-
-
-class StoryTurn(BaseModel):
-    """One turn of a story, as the author wrote it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    turn_id: str
-    speaker: str
-    role: Literal["user", "assistant"]
-    text: str
-    ts: AwareDatetime
-
-
-class Session(BaseModel):
-    """One conversation of a story."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    conversation_id: str
-    turns: list[StoryTurn]
-
-
-class StoryUser(BaseModel):
-    """The person the story is about."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    user_id: str
-    name: str
 
 
 class Key(BaseModel):
@@ -91,22 +61,18 @@ class Story(BaseModel):
     def turns(self, run: str | None = None) -> list[list[Turn]]:
         """The sessions as engram turns of the story's user (the friend's turns of a friend chat too); a `run`
         prefixes the conversation and user ids so that runs never share them."""
-        return [[Turn(conversation_id=_in(run, s.conversation_id), turn_id=t.turn_id, speaker=t.speaker,
+        return [[Turn(conversation_id=in_run(run, s.conversation_id), turn_id=t.turn_id, speaker=t.speaker,
                       role=t.role, text=t.text, ts=t.ts, user_id=self.user_id(run)) for t in s.turns]
                 for s in self.sessions]
 
     def user_id(self, run: str | None = None) -> str:
         """The story's user id in one run."""
-        return _in(run, self.user.user_id)
-
-
-def _in(run: str | None, value: str) -> str:
-    return f"{run}-{value}" if run else value
+        return in_run(run, self.user.user_id)
 
 
 def load(path: Path) -> list[Story]:
     """The stories of a JSON Lines file."""
-    return [Story.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return load_lines(path, Story)
 
 
 def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
@@ -115,17 +81,9 @@ def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
 
 
 def split(stories: Sequence[Story], seed: int = SPLIT_SEED) -> tuple[list[Story], list[Story]]:
-    """Dev and test halves, drawn at random within each language (done once, when the set was committed)."""
-    rng = random.Random(seed)
-    dev: list[Story] = []
-    test: list[Story] = []
-    for language in sorted({s.language for s in stories}):
-        group = sorted((s for s in stories if s.language == language), key=lambda s: s.id)
-        rng.shuffle(group)
-        half = len(group) // 2
-        dev += group[:half]
-        test += group[half:]
-    return sorted(dev, key=lambda s: s.id), sorted(test, key=lambda s: s.id)
+    """Dev and test halves, drawn at random within each language from the stories in id order (done once, when the
+    set was committed)."""
+    return split_by_language(sorted(stories, key=lambda s: s.id), seed)
 
 
 class Hit(BaseModel):

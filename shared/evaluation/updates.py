@@ -9,7 +9,6 @@ a figure or a date changes within one conversation, minutes apart (a twelfth aut
 Matching is by substring, case-folded, of the answer's spellings in an entry's text (the stored text restates the
 turns nearly word for word), except that a number is found only whole: "20" is not in "2023", nor "3.1" in "3.12".
 """
-import random
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram_client.contract import Turn
 from shared.compress.facts.render import without_stated
+from shared.evaluation.stories import Session, StoryUser, in_run, load_lines, split_by_language
 from shared.text import patterns
 
 DATA_DIR = Path(__file__).parent / "data" / "updates"
@@ -25,36 +25,6 @@ Split = Literal["dev", "dev2", "dev3", "dev4", "dev5", "dev6", "dev7", "dev8", "
                 "test", "within-dev", "within-test"]  # dev2-10, within-dev: to tune on
 QuestionKind = Literal["present", "past", "unchanged"]
 SPLIT_SEED = 20261125  # the one split; never re-drawn
-
-
-class StoryTurn(BaseModel):
-    """One turn of a story, as the author wrote it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    turn_id: str
-    speaker: str
-    role: Literal["user", "assistant"]
-    text: str
-    ts: AwareDatetime
-
-
-class Session(BaseModel):
-    """One conversation of a story."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    conversation_id: str
-    turns: list[StoryTurn]
-
-
-class StoryUser(BaseModel):
-    """The person the story is about."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    user_id: str
-    name: str
 
 
 class Question(BaseModel):
@@ -86,22 +56,18 @@ class Story(BaseModel):
     def turns(self, run: str | None = None) -> list[list[Turn]]:
         """The story's sessions as engram turns, every turn carrying the story's user; a `run` prefixes the ids
         so that runs never share them (None: the ids as written)."""
-        return [[Turn(conversation_id=_in(run, s.conversation_id), turn_id=t.turn_id, speaker=t.speaker,
+        return [[Turn(conversation_id=in_run(run, s.conversation_id), turn_id=t.turn_id, speaker=t.speaker,
                       role=t.role, text=t.text, ts=t.ts, user_id=self.user_id(run)) for t in s.turns]
                 for s in self.sessions]
 
     def user_id(self, run: str | None = None) -> str:
         """The story's user id in one run."""
-        return _in(run, self.user.user_id)
-
-
-def _in(run: str | None, value: str) -> str:
-    return f"{run}-{value}" if run else value
+        return in_run(run, self.user.user_id)
 
 
 def load(path: Path) -> list[Story]:
     """Stories from a JSON-lines file."""
-    return [Story.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return load_lines(path, Story)
 
 
 def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
@@ -111,16 +77,7 @@ def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
 
 def split(stories: Sequence[Story], seed: int = SPLIT_SEED) -> tuple[list[Story], list[Story]]:
     """Dev and test halves, drawn at random within each language (done once, when the set was committed)."""
-    rng = random.Random(seed)
-    dev: list[Story] = []
-    test: list[Story] = []
-    for language in sorted({s.language for s in stories}):
-        group = [s for s in stories if s.language == language]
-        rng.shuffle(group)
-        half = len(group) // 2
-        dev += group[:half]
-        test += group[half:]
-    return sorted(dev, key=lambda s: s.id), sorted(test, key=lambda s: s.id)
+    return split_by_language(stories, seed)
 
 
 # Digits before or after a spelling's digit make a longer number ("2023" for "20", "3.12" for "3.1", "11,200" for
