@@ -11,13 +11,30 @@ from services.cli import output
 from services.cli.base import connect_client, console, err, load_settings, run
 from services.cli.embedded import embedded_stack
 from shared.embedding import open_embedder
-from shared.evaluation import locomo, locomo_run, multihop, multihop_run, updates, updates_run
+from shared.evaluation import curve, locomo, locomo_run, multihop, multihop_run, updates, updates_run
 from shared.evaluation import report as reporting
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
 
 app = typer.Typer(help="Measure retrieval quality against baselines.", no_args_is_help=True)
+BUDGETS_HELP = ("comma list of token budgets (e.g. 500,1000,2000,4000): all-evidence recall against tokens for engram "
+                "(no k) and the windowed baselines, written as a table, JSON and an SVG plot")
+
+
+def parse_budgets(value: str | None, *, k: object = None, budget: object = None) -> list[int] | None:
+    """The --budgets list, or None without it; a usage error (exit 2) names what is wrong, and refuses -k or
+    --budget beside it (the curve asks every budget with no k)."""
+    if value is None:
+        return None
+    try:
+        budgets = curve.parse_budgets(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--budgets") from None
+    if k is not None or budget is not None:
+        raise typer.BadParameter("measures every budget with no k: leave out -k and --budget",
+                                 param_hint="--budgets")
+    return budgets
 
 
 async def _eval(settings: Settings, files: list[Path], ks: list[int], mode: str, budget: int | None,
@@ -51,15 +68,20 @@ def eval_locomo(files: Annotated[list[Path] | None, typer.Argument(help="LoCoMo 
                                                             help="k to score at; repeat for several")] = None,
                 mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                 budget: int | None = typer.Option(None, "--budget", help="token_budget of every recall"),
+                budgets: str | None = typer.Option(None, "--budgets", help=BUDGETS_HELP),
                 out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
-                                         help="folder for report.json and report.md")) -> None:
+                                         help="folder for report.json and report.md (curve.* with --budgets)")) -> None:
     """Publish LoCoMo conversations through NATS, ask every question, and score engram against baselines."""
+    curve_budgets = parse_budgets(budgets, k=k, budget=budget)
     settings = load_settings()
     folder = EvalSettings().locomo_dir
     paths = files or locomo.files(folder)
     if not paths:
         err.print(f"[red]no LoCoMo files in {folder.resolve()}[/red] (set ENGRAM_LOCOMO_DIR)")
         raise typer.Exit(2)
+    if curve_budgets:
+        run(_curve_locomo(settings, paths, curve_budgets, mode, out))
+        return
     run(_eval(settings, paths, sorted(set(k or [1, 5, 10, 20])), mode, budget, out))
 
 
@@ -83,6 +105,33 @@ async def _against(settings: Settings, name: str, evaluate: Callable[[ClientFor]
 
 def _progress(message: str) -> None:
     console.print(f"[dim]{message}[/dim]")
+
+
+def _write_curve(result: curve.Curve, out: Path, stem: str) -> None:
+    output.curve_table(result)
+    paths = curve.write(result, out, stem)
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+
+
+async def _curve_locomo(settings: Settings, files: list[Path], budgets: list[int], mode: str, out: Path) -> None:
+    embedder = open_embedder(settings)
+    try:
+        result = await _against(settings, "eval", lambda client_for: locomo_run.run_curve(
+            client_for, settings, files, budgets, mode, embedder, progress=_progress))
+    finally:
+        await embedder.close()
+    _write_curve(result, out, "curve")
+
+
+async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: list[int], mode: str, out: Path) -> None:
+    stories = multihop.load(multihop.split_path(split))
+    embedder = open_embedder(settings)
+    try:
+        result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run_curve(
+            client_for, stories, split, budgets, mode, embedder, settings, progress=_progress))
+    finally:
+        await embedder.close()
+    _write_curve(result, out, f"multihop-{split}-curve")
 
 
 async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
@@ -166,14 +215,22 @@ async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k
 @app.command("multihop")
 def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on it) or test (measure only)"),
                   mode: str = typer.Option("fast", "--mode", help="fast or deep"),
-                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall at most"),
-                  budget: int | None = typer.Option(2000, "--budget", help="token_budget of every recall"),
+                  k: int | None = typer.Option(None, "-k", min=1, max=100,
+                                               help="entries per recall at most (default 10)"),
+                  budget: int | None = typer.Option(2000, "--budget",
+                                                    help="token_budget of every recall (without --budgets)"),
+                  budgets: str | None = typer.Option(None, "--budgets", help=BUDGETS_HELP),
                   out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
-                                           help="folder for multihop-<split>.json")) -> None:
+                                           help="folder for multihop-<split>.json (multihop-<split>-curve.* with "
+                                                "--budgets)")) -> None:
     """Publish the multi-session stories through NATS and ask their multi-hop, ordering and single-hop questions:
     all-evidence turn recall within the budget, and ordering questions answered in chronological order."""
+    curve_budgets = parse_budgets(budgets, k=k)
     if split not in get_args(multihop.Split):
         err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
         raise typer.Exit(2)
     settings = load_settings()
-    run(_eval_multihop(settings, split, mode, k, budget, out))  # type: ignore[arg-type]
+    if curve_budgets:
+        run(_curve_multihop(settings, split, curve_budgets, mode, out))  # type: ignore[arg-type]
+        return
+    run(_eval_multihop(settings, split, mode, k or 10, budget, out))  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ from rich.table import Table
 
 from engram_client.contract import ConsolidationSummary, EntryView, ForgetResult, RecallResponse
 from services.cli.base import console
+from shared.evaluation import curve as curves
 from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.report import COLUMNS, table_rows
 from shared.evaluation.updates_run import UpdatesReport
@@ -77,6 +78,19 @@ def eval_tables(report: EvalReport) -> None:
     for name, used in sorted(report.llm_tokens.items()):
         console.print(f"{name}: {sum(used.values())} chat-model tokens ("
                       + ", ".join(f"{purpose} {n}" for purpose, n in used.items()) + ")")
+
+
+def curve_table(curve: curves.Curve) -> None:
+    """Recall against tokens: one row per system and budget, all-evidence recall overall and by question type."""
+    table = Table(title=f"All-evidence recall against tokens, {curve.dataset} ({curve.mode} mode)")
+    for column in curves.columns(curve):
+        table.add_column(column, justify="left" if column == "system" else "right")
+    rows = curves.table_rows(curve)
+    for i, values in enumerate(rows):
+        table.add_row(*values, end_section=i + 1 < len(rows) and rows[i + 1][0] != values[0])
+    console.print(table)
+    console.print(f"engram: ingest {curve.ingest_s:.1f} s; recall over NATS p50 {curve.latency.p50:.1f} ms, "
+                  f"p95 {curve.latency.p95:.1f} ms ({curve.latency.n} requests)")
 
 
 def updates_tables(report: UpdatesReport) -> None:

@@ -2,9 +2,10 @@
 
 (a) dense top-k over single turns, (b) BM25 top-k over single turns, (c) turn pairs, dense,
 (d) hybrid RRF over single turns, (e) non-overlapping 6-turn session windows prefixed with the session date,
-hybrid RRF. Hybrid baselines fuse in the store exactly as engram does (same RRF constant).
+hybrid RRF; and for the curve of recall against tokens, (f) the same windows with BM25 alone. Hybrid baselines fuse
+in the store exactly as engram does (same RRF constant).
 """
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -27,6 +28,7 @@ class Unit:
     text: str
     sources: list[str]
     occurred_at: datetime
+    conversation_id: str = ""  # its own conversation, when the units of one index come from several
 
 
 def _line(turn: Turn) -> str:
@@ -47,13 +49,19 @@ def turn_pairs(conversation: locomo.Conversation) -> list[Unit]:
 
 def session_windows(conversation: locomo.Conversation, size: int = 6) -> list[Unit]:
     """Non-overlapping windows of `size` turns per session, prefixed with the session date."""
+    return windows(conversation.sessions, size)
+
+
+def windows(sessions: Sequence[Sequence[Turn]], size: int = 6) -> list[Unit]:
+    """Non-overlapping windows of `size` turns per session, prefixed with the session date, each of its
+    session's conversation."""
     units = []
-    for session in conversation.sessions:
+    for session in (s for s in sessions if s):
         day = session[0].ts.strftime("%d %B %Y").lstrip("0")
         for i in range(0, len(session), size):
             window = session[i:i + size]
             units.append(Unit(f"[{day}] " + "\n".join(_line(t) for t in window), [t.turn_id for t in window],
-                              window[0].ts))
+                              window[0].ts, window[0].conversation_id))
     return units
 
 
@@ -76,19 +84,45 @@ BASELINES = [
     Baseline("hybrid-windows6", "(e) hybrid win6", "(e) hybrid RRF, 6-turn session windows + date",
              session_windows, "hybrid"),
 ]
+# Not in the k tables above (they stay as they were): the curve's pair of windowed baselines, one search apart.
+BM25_WINDOWS = Baseline("bm25-windows6", "(f) bm25 win6", "(f) BM25, 6-turn session windows + date", session_windows,
+                        "sparse")
+CURVE_BASELINES = [BM25_WINDOWS, next(b for b in BASELINES if b.name == "hybrid-windows6")]
+TOP = 100  # hits a baseline ranks before packing them into a budget: the budget, not the count, is the limit
 
 
 async def index(store: Store, embedder: Embedder, bm25: Bm25Encoder, tenant: str, units: list[Unit],
-                conversation_id: str) -> None:
-    """Store a baseline's units (one batch of embeddings) under its own tenant."""
+                conversation_id: str, user_id: str | None = None) -> None:
+    """Store a baseline's units (one batch of embeddings) under its own tenant (and user, when given); a unit
+    without a conversation of its own is stored under `conversation_id`."""
     now = datetime.now(UTC)
     texts = [u.text for u in units]
     dense = await embedder.passages(texts)
     items = [StoredEntry(entry=MemoryEntry(
-        id=entry_id(tenant, conversation_id, u.sources), tenant_id=tenant, conversation_id=conversation_id, text=u.text,
-        occurred_at=u.occurred_at, created_at=now, updated_at=now, source_turn_ids=u.sources),
+        id=entry_id(tenant, u.conversation_id or conversation_id, u.sources), tenant_id=tenant, user_id=user_id,
+        conversation_id=u.conversation_id or conversation_id, text=u.text, occurred_at=u.occurred_at,
+        created_at=now, updated_at=now, source_turn_ids=u.sources),
         vectors=Vectors(dense=d, sparse=bm25.document(u.text))) for u, d in zip(units, dense, strict=True)]
     await store.upsert(items)
+
+
+async def ranked(store: Store, bm25: Bm25Encoder, scope: Scope, baseline: Baseline, question: str,
+                 dense: list[float], limit: int, rrf_k: int) -> list[ScoredEntry]:
+    """A baseline's best `limit` units for one question (its dense query vector already embedded)."""
+    query = Vectors(dense=dense, sparse=bm25.query(question))
+    if baseline.search == "hybrid":
+        return await store.hybrid_query(scope, query, limit=limit, prefetch_limit=max(40, limit), rrf_k=rrf_k)
+    return await store.search(scope, query, using=baseline.search, limit=limit)
+
+
+def packed(hits: list[ScoredEntry], budgets: Sequence[int], encoding: str) -> dict[int, tuple[list[ScoredEntry], int]]:
+    """The hits that fit each budget, rendered as engram renders its context (rank order while they fit), and the
+    tokens of that context."""
+    out = {}
+    for budget in budgets:
+        _, tokens, kept = render(hits, [], budget, encoding)
+        out[budget] = (kept, tokens)
+    return out
 
 
 async def answer(store: Store, embedder: Embedder, bm25: Bm25Encoder, tenant: str, baseline: Baseline,
@@ -100,13 +134,22 @@ async def answer(store: Store, embedder: Embedder, bm25: Bm25Encoder, tenant: st
     scope = Scope(tenant_id=tenant)
     out: dict[int, list[Row]] = {k: [] for k in ks}
     for question, dense in zip(questions, vectors, strict=True):
-        query = Vectors(dense=dense, sparse=bm25.query(question.question))
-        hits: list[ScoredEntry]
-        if baseline.search == "hybrid":
-            hits = await store.hybrid_query(scope, query, limit=top, prefetch_limit=max(40, top), rrf_k=rrf_k)
-        else:
-            hits = await store.search(scope, query, using=baseline.search, limit=top)
+        hits = await ranked(store, bm25, scope, baseline, question.question, dense, top, rrf_k)
         for k in ks:
             _, tokens, _ = render(hits[:k], [], None, encoding)
             out[k].append(row(question, [h.entry.source_turn_ids for h in hits[:k]], tokens))
+    return out
+
+
+async def answer_within(store: Store, embedder: Embedder, bm25: Bm25Encoder, tenant: str, baseline: Baseline,
+                        questions: list[locomo.Question], budgets: Sequence[int], rrf_k: int,
+                        encoding: str) -> dict[int, list[Row]]:
+    """Rows for every question at every token budget (one search of the best TOP units; what fits each budget)."""
+    vectors = await embedder.queries([q.question for q in questions])
+    scope = Scope(tenant_id=tenant)
+    out: dict[int, list[Row]] = {b: [] for b in budgets}
+    for question, dense in zip(questions, vectors, strict=True):
+        hits = await ranked(store, bm25, scope, baseline, question.question, dense, TOP, rrf_k)
+        for budget, (kept, tokens) in packed(hits, budgets, encoding).items():
+            out[budget].append(row(question, [h.entry.source_turn_ids for h in kept], tokens))
     return out

@@ -2,7 +2,7 @@
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from engram_client import MemoryClient, publish_sessions, wait_until_stored
 from engram_client.contract import RecallRequest
 from shared.embedding import Bm25Encoder, Embedder
-from shared.evaluation import baselines, locomo
+from shared.evaluation import baselines, curve, locomo
 from shared.evaluation.latency import Percentiles, percentiles
 from shared.evaluation.machine import describe
 from shared.evaluation.scoring import Row, SystemScore, row, summarise
@@ -20,6 +20,7 @@ from shared.store import EdgeStore
 from shared.text import tokens
 
 ENGRAM = "engram"
+ENGRAM_LABEL = "engram ({mode})"
 
 
 class Ingest(BaseModel):
@@ -110,3 +111,63 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Se
     report.latency = percentiles(latencies)
     return report
 
+
+
+def _answers(rows: list[Row]) -> list[curve.Answer]:
+    return [curve.Answer(type=locomo.CATEGORY_NAMES[r.category], found=r.all_hit, tokens=r.tokens) for r in rows]
+
+
+async def run_curve(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Settings, files: list[Path],
+                    budgets: Sequence[int], mode: str, embedder: Embedder,
+                    progress: Callable[[str], None] = lambda _: None) -> curve.Curve:
+    """Recall against tokens: each conversation ingested once, then every question asked of engram at every budget
+    (no k: the budget alone decides how much comes back) and of the curve's baselines packed into the same budgets."""
+    bm25 = Bm25Encoder(settings.bm25_language)
+    run_id = uuid.uuid4().hex[:8]
+    answers: dict[tuple[str, int], list[curve.Answer]] = {}
+    latencies: list[float] = []
+    ingest_s = 0.0
+    names = []
+    with tempfile.TemporaryDirectory(prefix="engram-baselines-") as folder:
+        baseline_store = EdgeStore.open(Path(folder), embedder.dim)
+        try:
+            for path in files:
+                conversation = locomo.load(path)
+                name = conversation.sample_id
+                names.append(name)
+                questions = conversation.scored()
+                progress(f"{name}: publishing {len(conversation.turns)} turns")
+                async with await client_for(f"curve-{name}-{run_id}") as client:
+                    started = time.perf_counter()
+                    await publish_sessions(client, conversation.sessions)
+                    await wait_until_stored(client, conversation.turns, timeout_s=1800)
+                    ingest_s += time.perf_counter() - started
+                    progress(f"{name}: asking {len(questions)} questions within budgets {list(budgets)}")
+                    for budget in budgets:
+                        rows = []
+                        for question in questions:
+                            started = time.perf_counter()
+                            reply = await client.recall(RecallRequest(query=question.question,
+                                                                      user_id=conversation.user_id,
+                                                                      token_budget=budget, mode=mode))
+                            latencies.append((time.perf_counter() - started) * 1e3)
+                            rows.append(row(question, [e.source_turn_ids for e in reply.entries],
+                                            reply.context_tokens))
+                        answers.setdefault((ENGRAM, budget), []).extend(_answers(rows))
+                for baseline in baselines.CURVE_BASELINES:
+                    progress(f"{name}: baseline {baseline.label}")
+                    b_tenant = f"curve-{baseline.name}-{name}-{run_id}".replace("_", "-")
+                    await baselines.index(baseline_store, embedder, bm25, b_tenant, baseline.units(conversation),
+                                          f"{name}-{baseline.name}")
+                    by_budget = await baselines.answer_within(baseline_store, embedder, bm25, b_tenant, baseline,
+                                                              questions, budgets, settings.rrf_k, settings.tokenizer)
+                    for budget, b_rows in by_budget.items():
+                        answers.setdefault((baseline.name, budget), []).extend(_answers(b_rows))
+        finally:
+            await baseline_store.close()
+    systems = {ENGRAM: ENGRAM_LABEL.format(mode=mode), **{b.name: b.label for b in baselines.CURVE_BASELINES}}
+    return curve.Curve(dataset=f"LoCoMo {', '.join(names)}", mode=mode, budgets=list(budgets), systems=systems,
+                       types=[locomo.CATEGORY_NAMES[c] for c in locomo.SCORED_CATEGORIES],
+                       points=[curve.point(system, budget, answers.get((system, budget), []))
+                               for system in systems for budget in budgets],
+                       ingest_s=ingest_s, latency=percentiles(latencies))
