@@ -31,8 +31,9 @@ def parse_budgets(value: str | None, *, k: object = None, budget: object = None)
         budgets = curve.parse_budgets(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--budgets") from None
-    if k is not None or budget is not None:
-        raise typer.BadParameter("measures every budget with no k: leave out -k and --budget",
+    given = [name for name, value in (("-k", k), ("--budget", budget)) if value is not None]
+    if given:
+        raise typer.BadParameter(f"measures every budget with no k: leave out {' and '.join(given)}",
                                  param_hint="--budgets")
     return budgets
 

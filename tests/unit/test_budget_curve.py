@@ -36,8 +36,10 @@ def test_the_cli_turns_a_bad_budget_list_into_a_usage_error() -> None:
     assert cli_budgets("1000,500") == [500, 1000]
     with pytest.raises(typer.BadParameter, match="between 1 and 32000"):
         cli_budgets("500,40000")
-    with pytest.raises(typer.BadParameter, match="leave out -k"):
+    with pytest.raises(typer.BadParameter, match=r"leave out -k$"):
         cli_budgets("500", k=[5])
+    with pytest.raises(typer.BadParameter, match=r"leave out --budget$"):
+        cli_budgets("500", budget=1000)
 
 
 def _curve() -> curve.Curve:
