@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     neighbor_weight: float = Field(default=0.0, ge=0.0, le=2.0)  # share of an adjacent window's score an entry gets
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    # The second hop (shared/retrieval/hops.py): the links of the best second_hop_seeds first hits widen one more
+    # search, whose hits sharing a seed's people or day gain second_hop_boost; a hit it adds enters the candidates at
+    # second_hop_weight times its score. 0 seeds: no second hop.
+    second_hop_seeds: int = Field(default=5, ge=0, le=50)
+    second_hop_weight: float = Field(default=0.8, ge=0.0, le=2.0)
+    second_hop_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     # Current by default (shared/retrieval/currency.py): hits of the top k whose fused score is at least
     # 1 - recency_band of the best episode's are about the same thing; for a question about the present, newer
     # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such

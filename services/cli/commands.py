@@ -66,8 +66,10 @@ async def _recall(url: str, tenant: str, prefix: str, fields: dict[str, object],
 
 def recall(query: str, tenant: TenantOpt = "default", nats: NatsOpt = None,
            user: str | None = typer.Option(None, "--user"),
-           conversation: str | None = typer.Option(None, "--conversation"), k: int = typer.Option(10, "-k"),
-           budget: int | None = typer.Option(None, "--budget", help="token budget of the rendered context"),
+           conversation: str | None = typer.Option(None, "--conversation"),
+           k: int | None = typer.Option(None, "-k", help="entries at most (10 unless --budget is given alone)"),
+           budget: int | None = typer.Option(None, "--budget", help="token budget of the rendered context: with it "
+                                             "alone, the best entries that fit"),
            person: list[str] = typer.Option([], "--person", help="only entries naming this person"),  # noqa: B008
            working_memory: bool = typer.Option(False, "--working-memory"),
            explain: bool = typer.Option(False, "--explain"), as_json: bool = typer.Option(False, "--json")) -> None:

@@ -312,7 +312,7 @@ def build(console: Console) -> ASGIApp:
             try:
                 recall = RecallRequest.model_validate({
                     "query": values["query"], "user_id": values["user_id"] or None,
-                    "conversation_id": values["conversation_id"] or None, "k": values["k"] or 10,
+                    "conversation_id": values["conversation_id"] or None, "k": values["k"] or None,
                     "token_budget": values["token_budget"] or None, "mode": values["mode"],
                     "include_superseded": values["include_superseded"], "explain": True})
             except ValidationError as exc:

@@ -114,7 +114,7 @@ def reasons(x: Explanation | None) -> Reasons | None:
 
     return Reasons(dense=rank(x.dense_rank, x.dense_score), sparse=rank(x.sparse_rank, x.sparse_score),
                    fused=f"{x.fused_score:.4f}", terms=list(x.matched_terms), filters=list(x.filters),
-                   boosts=list(x.boosts), ordering=list(x.ordering))
+                   boosts=[*x.boosts, *(f"second hop: {why}" for why in x.via)], ordering=list(x.ordering))
 
 
 @dataclass(frozen=True)

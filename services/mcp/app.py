@@ -47,6 +47,7 @@ class Recalled(BaseModel):
 
     context: str
     entries: list[Memory]
+    left_out: int = 0  # relevant memories the token budget left out (a larger budget would add them)
 
 
 class Remembered(BaseModel):
@@ -87,13 +88,16 @@ def build_app(client: MemoryClient, user_id: str, conversation_id: str, *, speak
     @server.tool(annotations=READ_ONLY)
     @tool_errors
     async def recall(query: Annotated[str, Field(description="the question or topic, in the user's words")],
-                     k: Annotated[int, Field(ge=1, le=MAX_K, description="how many entries at most")] = 8,
+                     k: Annotated[int | None, Field(ge=1, le=MAX_K, description="how many entries at most; "
+                                                    "leave it out to get the best that fit the budget")] = None,
                      token_budget: Annotated[int, Field(ge=1, le=32_000,
                                                         description="size of the context in tokens")] = 1500,
                      ) -> Recalled:
-        """Find the user's memories that matter to a question; answer from `context` (entries are dated)."""
+        """Find the user's memories that matter to a question, the best that fit `token_budget`; answer from
+        `context` (entries are dated; a question about the order of events gets them oldest first, as a timeline).
+        `left_out` says how many relevant memories did not fit."""
         found = await client.recall(query, user_id=user_id, k=k, token_budget=token_budget)
-        return Recalled(context=found.context, entries=[memory(e) for e in found.entries])
+        return Recalled(context=found.context, entries=[memory(e) for e in found.entries], left_out=found.left_out)
 
     @server.tool(annotations=ADDITIVE)
     @tool_errors

@@ -3,6 +3,7 @@ import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from engram_client.contract import Turn
 from shared.compress import Compressor, Window
 from shared.compress.model import Draft, FactExtractor
 from shared.compress.plain import plain_episode
@@ -58,6 +59,13 @@ class Built:
     stale: dict[Scope, list[str]]
 
 
+def turn_times(source_turn_ids: list[str], by_turn: dict[str, Turn]) -> list[datetime]:
+    """When each source turn was said, in the same order (none when a source is not among the window's turns)."""
+    if not all(t in by_turn for t in source_turn_ids):
+        return []
+    return [by_turn[t].ts for t in source_turn_ids]
+
+
 async def build(writer: Writer, windows: list[Window], now: datetime | None = None, plain: bool = False) -> Built:
     """Compress windows and embed every resulting entry in one batch (no store write).
 
@@ -92,7 +100,8 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
                 conversation_id=window.conversation_id, kind=draft.kind, text=draft.text, keywords=draft.keywords,
                 persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
                 occurred_at=draft.occurred_at, created_at=now, updated_at=now,
-                source_turn_ids=draft.source_turn_ids, speaker_ids=speaker_ids, speaker_names=speaker_names,
+                source_turn_ids=draft.source_turn_ids, speaker_ids=speaker_ids,
+                turn_times=turn_times(draft.source_turn_ids, by_turn), speaker_names=speaker_names,
                 importance=draft.importance,
                 subject=slot.subject if slot else None, attribute=slot.attribute if slot else None,
                 value=slot.value if slot else None, slot_key=slot.key if slot else None))

@@ -173,11 +173,15 @@ def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
     Facts are short and distilled, so they take the first ranks of both searches; counted among everything, they
     push the episodes they came from down both lists, and reciprocal rank fusion (steep at a small k) then puts
     the evidence about the question out of the band. A hit's own rank in a search is its rank there less the hits
-    of the other kind ranked above it among these hits (the top k): exact when those are all here. Without ranks
-    on every hit (a search that did not ask for them) the scores are kept as they are.
+    of the other kind ranked above it among these hits (the top k): exact when those are all here. A hit without
+    ranks (a search that did not ask for them, or the second hop's, ranked in another search) keeps its score.
     """
-    if not hits or any(h.dense_rank is None and h.sparse_rank is None for h in hits):
+    ranked = [h for h in hits if h.dense_rank is not None or h.sparse_rank is not None]
+    if not ranked:
         return [h.score for h in hits]
+    if len(ranked) < len(hits):  # hits without ranks in these searches (the second hop's) keep their scores
+        scores = iter(among_own_kind(ranked, rrf_k))
+        return [next(scores) if h.dense_rank is not None or h.sparse_rank is not None else h.score for h in hits]
     derived = [h.entry.kind in DERIVED for h in hits]
     # per search and kind, the sorted ranks of the hits of that kind found there
     ranks = {(search, kind): sorted(rank for h, d in zip(hits, derived, strict=True) if d is kind

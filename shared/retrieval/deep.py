@@ -13,10 +13,19 @@ from engram_client.errors import EngramError
 from shared.errors import LlmInvalid, LlmUnavailable
 from shared.llm import fell_back, prompts
 from shared.llm.schemas import Reflection, SearchPlan, SubQuery
-from shared.retrieval.recall import Retrieval, Searched, boosts_for, entry_filter_of, for_time, scope_of, search
+from shared.retrieval.recall import (
+    Retrieval,
+    Searched,
+    boosts_for,
+    candidates_for,
+    entry_filter_of,
+    for_time,
+    rerank_depth,
+    scope_of,
+    search,
+)
 from shared.runtime import metrics
 from shared.store import HybridSearch, ScoredEntry, Vectors
-from shared.text import language
 
 log = logging.getLogger("engram.retrieval")
 
@@ -51,7 +60,7 @@ async def _batch(retrieval: Retrieval, tenant: str, request: RecallRequest, subs
     dense = await retrieval.embedder.queries([s.query for s in fresh])
     sparse = [retrieval.sparse.query(" ".join([s.query, *s.keywords])) for s in fresh]
     flt, _ = entry_filter_of(request)
-    limit = max(request.k * 2, 20)
+    limit = candidates_for(request)
     settings = retrieval.settings
     batch = [HybridSearch(vectors=Vectors(dense=d, sparse=v), limit=limit, entry_filter=flt,
                           prefetch_limit=max(settings.prefetch_limit, limit), rrf_k=settings.rrf_k,
@@ -139,8 +148,7 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
         metrics.deep_deadline_total.inc()
     metrics.deep_rounds.observe(rounds)
     fused, ordering = await asyncio.to_thread(  # off the event loop, as recall.py says why
-        for_time, fuse(state.lists, request.k), request.query,
-        language.detect_iso(request.query, retrieval.settings.bm25_language), retrieval.settings, request.k,
+        for_time, fuse(state.lists, candidates_for(request)), searched.plan, retrieval.settings, rerank_depth(request),
         retrieval.sparse, engine_fused=False)  # fused here, by FUSION_K
     total = (time.perf_counter() - started) * 1e3
     timings = searched.timings

@@ -1,4 +1,6 @@
-"""Reading a query before searching: its language, the time it names, and the words that should hit."""
+"""Reading a query once, before searching: its language, the times it names, the words and names that should hit,
+the time it asks about, how it asks for a figure, and whether it asks for the order of events. Every step of recall
+(the search, the hops, the order for the time asked about, the packing) reads this one plan, and `explain` shows it."""
 import functools
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -7,6 +9,8 @@ from dateparser.date import DateDataParser
 
 from shared.compress import dates
 from shared.compress.extract import STOPWORDS
+from shared.evidence import figures
+from shared.retrieval import tense
 from shared.text import language, patterns, scripts
 
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
@@ -33,12 +37,24 @@ class TimeRange:
 
 @dataclass(frozen=True)
 class QueryPlan:
-    """What the retrieval path learned from the query text."""
+    """What the retrieval path learned from the query text.
+
+    Args:
+        topic: the query without its words for when ("now", "以前"): what BM25 searches and restatements are judged by.
+        reading: the time the query asks about (tense.py).
+        figure: how it asks for a figure ("how many"), if it does.
+        sequence: the words by which it asks for the order of events ("which came first", "先…还是先…"), if it
+            does: its evidence then comes in the order things happened, as a timeline.
+    """
 
     lang: str
     times: list[TimeRange] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    topic: str = ""
+    reading: tense.Reading = field(default_factory=lambda: tense.Reading("present", "no time word", explicit=False))
+    figure: figures.Asked | None = None
+    sequence: str | None = None
 
 
 def _span(when: datetime, period: str) -> tuple[datetime, datetime]:
@@ -106,8 +122,11 @@ def query_names(query: str) -> list[str]:
 
 
 def plan(query: str, now: datetime, fallback_language: str = "english") -> QueryPlan:
-    """Language, named times (relative ones resolved against `now`) and content terms of a query."""
+    """The one reading of a query: language, named times (relative ones resolved against `now`), content terms,
+    names, topic, the time it asks about, how it asks for a figure, and whether it asks for the order of events."""
     lang = language.detect_iso(query, fallback_language)
     times = [TimeRange(p.phrase, *_span(p.when, p.period)) for p in dates.resolve(query, lang, now)]
     times += _absolute_times(query, lang, now)
-    return QueryPlan(lang=lang, times=times, terms=query_terms(query), names=query_names(query))
+    return QueryPlan(lang=lang, times=times, terms=query_terms(query), names=query_names(query),
+                     topic=tense.topic(query), reading=tense.read(query, lang), figure=figures.asked(query),
+                     sequence=tense.sequence(query))

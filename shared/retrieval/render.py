@@ -4,6 +4,7 @@ from shared.store import ScoredEntry
 from shared.text import tokens
 
 MEMORIES_HEADER = "Memories (most relevant first):"
+TIMELINE_HEADER = "Timeline (oldest first):"
 RECENT_HEADER = "Recent turns:"
 SUMMARY_HEADER = "Summary of earlier turns:"
 MIN_SUMMARY_TOKENS = 20  # a summary cut shorter than this says too little to be worth its header
@@ -13,11 +14,21 @@ def _turn_line(turn: Turn) -> str:
     return f"{turn.speaker} ({turn.ts.date().isoformat()}): {turn.text}"
 
 
-def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
-           encoding: str = "cl100k_base", summary: str | None = None) -> tuple[str, int, list[ScoredEntry]]:
-    """The context text, its token count, and the hits that fit (in rank order) within `budget`.
+def block(hit: ScoredEntry, timeline: bool = False) -> str:
+    """An entry as the context holds it; on a timeline, dated when its text does not begin with its date."""
+    text = hit.entry.text
+    if timeline and not text.startswith("["):
+        return f"[{hit.entry.began_at.date().isoformat()}] {text}"
+    return text
 
-    Entries come first, most relevant first; the summary of earlier turns (cut to what remains if need be) and the
+
+def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
+           encoding: str = "cl100k_base", summary: str | None = None,
+           timeline: bool = False) -> tuple[str, int, list[ScoredEntry]]:
+    """The context text, its token count, and the hits that fit (in the order given) within `budget`.
+
+    Entries come first, in the order given (most relevant first, or oldest first on a `timeline`, each dated); the
+    summary of earlier turns (cut to what remains if need be) and the
     recent turns follow while budget remains. An entry that does not
     fit whole is left out (a later, shorter one may still fit), except that the first entry is truncated rather
     than dropped, so a small budget still gets the best memory.
@@ -38,23 +49,25 @@ def render(hits: list[ScoredEntry], recent: list[Turn], budget: int | None,
         used += cost(text)
         blocks.append(text)
 
-    if hits and fits(MEMORIES_HEADER):
-        add(MEMORIES_HEADER)
+    header = TIMELINE_HEADER if timeline else MEMORIES_HEADER
+    if hits and fits(header):
+        add(header)
         for hit in hits:
-            if fits(hit.entry.text):
-                add(hit.entry.text)
+            text = block(hit, timeline)
+            if fits(text):
+                add(text)
                 kept.append(hit)
             elif not kept and budget is not None:
                 room = budget - used - tokens.count("\n\n", encoding)
                 if room > 0:
-                    add(tokens.truncate(hit.entry.text, room, encoding))
+                    add(tokens.truncate(text, room, encoding))
                     kept.append(hit)
     if summary:
-        block = f"{SUMMARY_HEADER}\n{summary}"
-        if fits(block):
-            add(block)
+        summed = f"{SUMMARY_HEADER}\n{summary}"
+        if fits(summed):
+            add(summed)
         elif budget is not None and budget - used - cost(SUMMARY_HEADER) >= MIN_SUMMARY_TOKENS:
-            add(tokens.truncate(block, budget - used - separator, encoding))
+            add(tokens.truncate(summed, budget - used - separator, encoding))
     if recent:
         lines = [_turn_line(t) for t in recent]
         # Keep the newest turns when not all fit.

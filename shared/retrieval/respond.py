@@ -3,20 +3,53 @@ that fits both the token budget and the broker's reply size."""
 import time
 from datetime import datetime
 
-from engram_client.contract import Explanation, RecallRequest, RecallResponse, Turn
+from engram_client.contract import Explanation, PlannedTime, RecallPlan, RecallRequest, RecallResponse, Turn
 from shared.retrieval import render as rendering
 from shared.retrieval.deep import deep_search
 from shared.retrieval.fit import fit_recall
-from shared.retrieval.plan import query_terms
-from shared.retrieval.recall import Retrieval, search
+from shared.retrieval.pack import Packed, pack
+from shared.retrieval.plan import QueryPlan
+from shared.retrieval.recall import Retrieval, Searched, search
 from shared.retrieval.views import recalled_entry
 from shared.store import ScoredEntry
+from shared.text import tokens
 from shared.tracing import spans
 
 
 def _matched_terms(text: str, terms: list[str]) -> list[str]:
     lowered = text.lower()
     return [t for t in terms if t in lowered]
+
+
+def chosen(searched: Searched, request: RecallRequest, encoding: str) -> tuple[list[ScoredEntry], Packed | None]:
+    """The hits a reply holds, in the order it gives them: the first `limit` ranked, packed into the token budget
+    when there is one (pack.py), then oldest first when the question asks for the order of events."""
+    hits = searched.hits[:request.limit]
+    timeline = searched.plan.sequence is not None
+    packed = None
+    if request.token_budget is not None:
+        separator = tokens.count("\n\n", encoding)
+        header = rendering.TIMELINE_HEADER if timeline else rendering.MEMORIES_HEADER
+
+        def cost(hit: ScoredEntry) -> int:
+            return tokens.count(rendering.block(hit, timeline), encoding) + separator
+
+        packed = pack(hits, cost, request.token_budget - tokens.count(header, encoding))
+        hits = packed.hits
+    if timeline:
+        hits = sorted(hits, key=lambda h: h.entry.began_at)
+    return hits, packed
+
+
+def plan_view(query_plan: QueryPlan, request: RecallRequest, searched: Searched) -> RecallPlan:
+    """The plan as `explain` shows it."""
+    return RecallPlan(
+        language=query_plan.lang, terms=query_plan.terms, names=query_plan.names,
+        times=[PlannedTime(phrase=t.phrase, start=t.start, end=t.end) for t in query_plan.times],
+        orientation=query_plan.reading.orientation, orientation_cue=query_plan.reading.cue,
+        figure=query_plan.figure.cue if query_plan.figure else None, sequence=query_plan.sequence,
+        limit=request.limit, token_budget=request.token_budget, candidates=searched.candidates,
+        second_hop=len(searched.hops))
 
 
 async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, working_memory: list[Turn] | None = None,
@@ -30,21 +63,28 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
             searched, trace = await deep_search(retrieval, tenant, request, now)
     else:
         searched = await search(retrieval, tenant, request, now)
-    hits, boosts, applied, timings = searched.hits, searched.boosts, searched.applied, searched.timings
-    terms = query_terms(request.query) if request.explain else []
+    boosts, applied, timings, query_plan = searched.boosts, searched.applied, searched.timings, searched.plan
+    hits, packed = chosen(searched, request, retrieval.settings.tokenizer)
+    timeline = query_plan.sequence is not None
+    in_time = [f"oldest first: the question asks for the order of events ({query_plan.sequence})"] if timeline else []
+    shown_plan = plan_view(query_plan, request, searched) if request.explain else None
 
     def build(candidates: list[ScoredEntry], recent: list[Turn]) -> RecallResponse:
         context, context_tokens, kept = rendering.render(candidates, recent, request.token_budget,
-                                                         retrieval.settings.tokenizer, summary)
+                                                         retrieval.settings.tokenizer, summary, timeline)
         entries = [recalled_entry(h, Explanation(
             dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
-            sparse_score=h.sparse_score, fused_score=h.score, matched_terms=_matched_terms(h.entry.text, terms),
+            sparse_score=h.sparse_score, fused_score=h.score,
+            matched_terms=_matched_terms(h.entry.text, query_plan.terms),
             filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
-            ordering=searched.ordering.get(h.entry.id, []),
+            ordering=[*searched.ordering.get(h.entry.id, []), *in_time],
+            hop=2 if h.entry.id in searched.hops else 1, via=searched.hops.get(h.entry.id, []),
         ) if request.explain else None) for h in kept]
         return RecallResponse(entries=entries, working_memory=recent, working_memory_summary=summary,
                               context=context, context_tokens=context_tokens, timings_ms=timings,
-                              deep=trace if request.explain else None)
+                              deep=trace if request.explain else None, plan=shown_plan,
+                              left_out=packed.left_out if packed else 0,
+                              left_out_tokens=packed.left_out_tokens if packed else 0)
 
     recent = list(working_memory or []) if request.include_working_memory else []
     summary = summary if request.include_working_memory else None

@@ -51,6 +51,9 @@ class MemoryEntry(BaseModel):
     created_at: AwareDatetime
     updated_at: AwareDatetime
     source_turn_ids: list[str] = Field(default_factory=list)
+    # When each of the entry's own turns was said, in its order (a merge does not widen it; empty for entries written
+    # before engram kept it): a question about the order of events is answered in this order.
+    turn_times: list[AwareDatetime] = Field(default_factory=list)
     # Whose words the entry holds: the user id of every turn it was made from or could quote (a window's context),
     # so that forgetting a user finds the entries others own that hold their words; and the names they spoke
     # under, by user id, so that facts stated about them under that name are found too.
@@ -72,6 +75,11 @@ class MemoryEntry(BaseModel):
     slot_by_model: bool = False                     # the model said this statement states `slot_key`'s fact
     same_fact_checked: bool = False                 # the model was asked which facts this one states the same as
     outdated_by: str | None = None                  # a newer episode about the same thing (consolidation/outdated.py)
+
+    @property
+    def began_at(self) -> datetime:
+        """When the entry's first turn was said (its `occurred_at` when the turns' times are not kept)."""
+        return min(self.turn_times) if self.turn_times else self.occurred_at
 
     @property
     def active(self) -> bool:

@@ -5,6 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from engram_client.contract import (
+    MAX_K,
     MAX_QUERY_CHARS,
     MAX_TEXT_CHARS,
     ConsolidateRequest,
@@ -103,9 +104,12 @@ def test_recall_request_refuses(payload: dict[str, Any], needle: str) -> None:
 
 
 def test_recall_request_defaults() -> None:
-    """A recall request with only a query defaults to k=10, fast mode, no token budget and no explanation."""
+    """A recall request with only a query returns at most 10 entries, in fast mode, with no token budget and no
+    explanation; a budget alone lets as many entries as fit (up to MAX_K), and k caps it."""
     request = RecallRequest(query="Where does Ana live?")
-    assert (request.k, request.mode, request.token_budget, request.explain) == (10, "fast", None, False)
+    assert (request.limit, request.mode, request.token_budget, request.explain) == (10, "fast", None, False)
+    assert RecallRequest(query="Where does Ana live?", token_budget=2000).limit == MAX_K
+    assert RecallRequest(query="Where does Ana live?", token_budget=2000, k=3).limit == 3
 
 
 @pytest.mark.parametrize(("payload", "needle"), [

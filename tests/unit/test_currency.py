@@ -284,13 +284,14 @@ def test_facts_at_the_top_of_both_searches_do_not_push_the_evidence_out_of_the_b
 
 def test_counting_by_kind_takes_each_search_on_its_own_and_profiles_with_facts() -> None:
     """A hit found by one search only is counted in that one; a profile is a derived claim, counted with facts;
-    one hit without ranks (a search that did not ask for them) leaves every score as it is."""
+    a hit without ranks (a search that did not ask for them, or the second hop's, ranked in another search) keeps its
+    score and changes none of the others'."""
     hits = [ranked_hit("profile", 1, None, 0, kind="profile"), ranked_hit("fact", None, 1, 0, kind="fact"),
             ranked_hit("window", 2, 2, 0)]
     scores = among_own_kind(hits, 3)
     assert [round(x, 3) for x in scores] == [0.333, 0.333, 0.667]  # the window is first of its kind in both
     partly = [*hits, hit("no ranks", 0.1, 0)]
-    assert among_own_kind(partly, 3) == [h.score for h in partly]
+    assert [round(x, 3) for x in among_own_kind(partly, 3)] == [0.333, 0.333, 0.667, 0.1]
 
 
 def test_windows_of_one_chat_are_ordered_by_relevance_alone() -> None:

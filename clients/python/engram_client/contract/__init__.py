@@ -38,11 +38,14 @@ from engram_client.contract.events import (
     parse_event,
 )
 from engram_client.contract.recall import (
+    DEFAULT_K,
     DeepTrace,
     Explanation,
     PlannedSearch,
+    PlannedTime,
     RecalledEntry,
     RecallFilters,
+    RecallPlan,
     RecallRequest,
     RecallResponse,
     Timings,
@@ -63,12 +66,13 @@ from engram_client.contract.transfer import (
 from engram_client.contract.turns import Flush, Role, Turn
 
 __all__ = [
-    "EVENT_TYPES", "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS",
+    "DEFAULT_K", "EVENT_TYPES", "EXPORT_FORMAT", "EXPORT_FORMAT_VERSION", "MAX_K", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS",
     "MAX_TOKEN_BUDGET", "SCHEMA_VERSION", "ConsolidateRequest", "ConsolidationJob", "ConsolidationSummary",
     "ContractModel", "DeepTrace", "DeletedCounts", "EntriesForgotten", "EntriesMerged", "EntriesRequest",
     "EntriesResponse", "EntryCreated", "EntryKind", "EntrySuperseded", "EntryView", "ErrorBody", "Event", "EventKind",
     "Explanation", "ExportHeader", "ExportLine", "ExportPage", "ExportPart", "ExportRequest", "ExportedEntry",
     "ExportedTurn", "Flush", "Forget", "ForgetResult", "ImportRequest", "ImportResult", "PlannedSearch",
-    "RebuildReport", "RebuildRequest", "RecallFilters", "RecallRequest", "RecallResponse", "RecalledEntry", "Reply",
-    "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id", "parse_event", "validate_tenant",
+    "PlannedTime", "RebuildReport", "RebuildRequest", "RecallFilters", "RecallPlan", "RecallRequest", "RecallResponse",
+    "RecalledEntry", "Reply", "Role", "TenantScoped", "Timings", "Turn", "check_tenant", "event_id", "parse_event",
+    "validate_tenant",
 ]

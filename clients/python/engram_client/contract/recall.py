@@ -26,19 +26,34 @@ class RecallFilters(BaseModel):
         return self
 
 
+DEFAULT_K = 10  # entries a recall returns when it names neither k nor a token budget
+
+
 class RecallRequest(TenantScoped):
-    """Ask for the memories that matter to `query`, scoped to a user and/or conversation when given."""
+    """Ask for the memories that matter to `query`, scoped to a user and/or conversation when given.
+
+    `k` is how many entries at most; `token_budget` the size of the rendered context. With a budget and no k, the
+    budget alone decides: recall returns the best set of entries that fits it, one entry per piece of evidence.
+    With neither, k is 10.
+    """
 
     query: Query
     user_id: Id | None = None
     conversation_id: Id | None = None
-    k: int = Field(default=10, ge=1, le=MAX_K)
+    k: int | None = Field(default=None, ge=1, le=MAX_K)
     filters: RecallFilters | None = None
     mode: Literal["fast", "deep"] = "fast"
     token_budget: int | None = Field(default=None, ge=1, le=MAX_TOKEN_BUDGET)
     include_working_memory: bool = False
     include_superseded: bool = False   # also entries a newer fact superseded or a near-duplicate absorbed
     explain: bool = False
+
+    @property
+    def limit(self) -> int:
+        """The most entries this recall may return: k, or with a budget alone as many as fit, or 10."""
+        if self.k is not None:
+            return self.k
+        return MAX_K if self.token_budget is not None else DEFAULT_K
 
 
 class Explanation(BaseModel):
@@ -57,6 +72,8 @@ class Explanation(BaseModel):
     filters: list[str] = Field(default_factory=list)
     boosts: list[str] = Field(default_factory=list)
     ordering: list[str] = Field(default_factory=list)
+    hop: int = 1                 # 1: the query found it; 2: a link from an entry the query found
+    via: list[str] = Field(default_factory=list)  # for a second-hop entry: the links that brought it
 
 
 class RecalledEntry(BaseModel):
@@ -75,6 +92,7 @@ class RecalledEntry(BaseModel):
     topic: str | None = None
     keywords: list[str] = Field(default_factory=list)
     source_turn_ids: list[str] = Field(default_factory=list)
+    turn_times: list[AwareDatetime] = Field(default_factory=list)  # when each source turn was said (same order)
     conversation_id: str
     explanation: Explanation | None = None
 
@@ -118,8 +136,43 @@ class DeepTrace(BaseModel):
     stopped: DeepStop = "max_rounds"
 
 
+class PlannedTime(BaseModel):
+    """A span of time the query names ("last week", "May 2023")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    phrase: str
+    start: AwareDatetime
+    end: AwareDatetime
+
+
+class RecallPlan(BaseModel):
+    """The one reading of the query every step of recall used (shown with `explain`): its language, the times and
+    names it says, its content terms, the time it asks about (`orientation`: present, earlier or event, and the words
+    that said so), how it asks for a figure, whether it asks for the order of events (`sequence`: then the entries
+    come oldest first, as a dated timeline), and how many entries at most within what budget."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    language: str
+    terms: list[str] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=list)
+    times: list[PlannedTime] = Field(default_factory=list)
+    orientation: Literal["present", "earlier", "event"] = "present"
+    orientation_cue: str = ""
+    figure: str | None = None
+    sequence: str | None = None
+    limit: int = DEFAULT_K
+    token_budget: int | None = None
+    candidates: int = 0
+    second_hop: int = 0  # candidates the second hop added
+
+
 class RecallResponse(Reply):
     """The answer to a RecallRequest: entries, working memory, and a context rendered within the budget.
+
+    Entries come most relevant first, or oldest first when the question asks for the order of events (the context
+    is then a dated timeline).
 
     `working_memory_summary` sums up the conversation's older recent turns when they exceed the summary budget
     (`working_memory` then holds the newest turns only); `deep` is set for a deep recall asked with `explain`.
@@ -132,3 +185,8 @@ class RecallResponse(Reply):
     context_tokens: int = 0
     timings_ms: Timings = Field(default_factory=Timings)
     deep: DeepTrace | None = None
+    plan: RecallPlan | None = None  # with explain
+    # Relevant entries (ranked within the limit, not repeating evidence already returned) that the token budget
+    # left out, and their tokens: what a larger budget would add.
+    left_out: int = 0
+    left_out_tokens: int = 0

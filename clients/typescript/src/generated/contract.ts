@@ -645,6 +645,10 @@ export interface ImportResult {
 /**
  * Ask for the memories that matter to `query`, scoped to a user and/or conversation when given.
  *
+ * `k` is how many entries at most; `token_budget` the size of the rendered context. With a budget and no k, the
+ * budget alone decides: recall returns the best set of entries that fits it, one entry per piece of evidence.
+ * With neither, k is 10.
+ *
  * This interface was referenced by `EngramContract`'s JSON-Schema
  * via the `definition` "RecallRequest".
  */
@@ -657,7 +661,7 @@ export interface RecallRequest {
   query: string;
   user_id?: string | null;
   conversation_id?: string | null;
-  k?: number;
+  k?: number | null;
   filters?: RecallFilters | null;
   mode?: "fast" | "deep";
   token_budget?: number | null;
@@ -687,6 +691,9 @@ export interface RecallFilters {
 /**
  * The answer to a RecallRequest: entries, working memory, and a context rendered within the budget.
  *
+ * Entries come most relevant first, or oldest first when the question asks for the order of events (the context
+ * is then a dated timeline).
+ *
  * `working_memory_summary` sums up the conversation's older recent turns when they exceed the summary budget
  * (`working_memory` then holds the newest turns only); `deep` is set for a deep recall asked with `explain`.
  *
@@ -706,6 +713,9 @@ export interface RecallResponse {
   context_tokens: number;
   timings_ms: Timings;
   deep: DeepTrace | null;
+  plan: RecallPlan | null;
+  left_out: number;
+  left_out_tokens: number;
 }
 /**
  * One memory entry as a recall returns it.
@@ -725,6 +735,7 @@ export interface RecalledEntry {
   topic: string | null;
   keywords: string[];
   source_turn_ids: string[];
+  turn_times: string[];
   conversation_id: string;
   explanation: Explanation | null;
 }
@@ -746,6 +757,8 @@ export interface Explanation {
   filters: string[];
   boosts: string[];
   ordering: string[];
+  hop: number;
+  via: string[];
 }
 /**
  * One chat turn, published to `<prefix>.<tenant>.turns`.
@@ -809,6 +822,40 @@ export interface PlannedSearch {
   until: string | null;
   why: string;
   hits: number;
+}
+/**
+ * The one reading of the query every step of recall used (shown with `explain`): its language, the times and
+ * names it says, its content terms, the time it asks about (`orientation`: present, earlier or event, and the words
+ * that said so), how it asks for a figure, whether it asks for the order of events (`sequence`: then the entries
+ * come oldest first, as a dated timeline), and how many entries at most within what budget.
+ *
+ * This interface was referenced by `EngramContract`'s JSON-Schema
+ * via the `definition` "RecallPlan".
+ */
+export interface RecallPlan {
+  language: string;
+  terms: string[];
+  names: string[];
+  times: PlannedTime[];
+  orientation: "present" | "earlier" | "event";
+  orientation_cue: string;
+  figure: string | null;
+  sequence: string | null;
+  limit: number;
+  token_budget: number | null;
+  candidates: number;
+  second_hop: number;
+}
+/**
+ * A span of time the query names ("last week", "May 2023").
+ *
+ * This interface was referenced by `EngramContract`'s JSON-Schema
+ * via the `definition` "PlannedTime".
+ */
+export interface PlannedTime {
+  phrase: string;
+  start: string;
+  end: string;
 }
 /**
  * Headers of a request-reply answer.

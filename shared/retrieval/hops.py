@@ -1,0 +1,95 @@
+"""The second hop: from the first hits, follow the links engram already stores to candidates the query alone did not
+reach, and fuse them with the first pass, in one more engine call.
+
+A question whose answer sits in two sessions ("what did she buy after the concert she went to with Sam?") names one
+of them; the other shares the people, things and days of the first one's entries, not the question's words. The
+seeds are the best first hits (profiles aside: a summary of everything links to everything). Their links:
+
+- the people, things and words they name that the query does not (`persons`, `entities`, `keywords`): added to the
+  BM25 query, so the sparse search reaches the entries naming them;
+- a hit naming one of those people is raised (a boost), as is one of the same day as a seed (a window next to a seed
+  in its conversation is of its day).
+
+The call searches the same dense vector with the widened sparse query; a hit it returns that the first pass did not
+enters the candidates at `weight` times its score, and `explain` says which links brought it (`via`).
+"""
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from shared.retrieval.plan import QueryPlan
+from shared.store import Boost, Condition, ScoredEntry
+
+NEIGHBOUR = timedelta(minutes=30)  # a window this close to a seed, in its conversation, is its neighbour
+MAX_WORDS = 12                     # link words added to the sparse query
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the seeds link to: words to search, and the conditions that raise a hit."""
+
+    words: list[str]
+    persons: list[str]
+    days: list[tuple[datetime, datetime]]
+    seeds: list[ScoredEntry]
+
+    def boosts(self, weight: float) -> list[Boost]:
+        """The engine's boosts for hits that share a seed's people or day."""
+        conditions = [Condition(key="occurred_at", op="range", gte=start, lt=end) for start, end in self.days]
+        if self.persons:
+            conditions.append(Condition(key="persons", op="any", value=self.persons))
+        return [Boost(weight=weight, any_of=conditions)] if conditions and weight else []
+
+
+def links(first: list[ScoredEntry], query_plan: QueryPlan, seeds: int) -> Links:
+    """The links of the best `seeds` first hits (not profiles) that the query does not already say."""
+    chosen = [h for h in first if h.entry.kind != "profile"][:seeds]
+    said = {t.casefold() for t in query_plan.terms} | {n.casefold() for n in query_plan.names}
+    counted: Counter[str] = Counter()
+    for hit in chosen:
+        for word in dict.fromkeys(w.casefold() for w in (*hit.entry.persons, *hit.entry.entities, *hit.entry.keywords)):
+            if word not in said and len(word) > 2:
+                counted[word] += 1
+    persons = list(dict.fromkeys(p for h in chosen for p in h.entry.persons if p.casefold() not in said))
+    days = []
+    for hit in chosen:
+        start = hit.entry.occurred_at.replace(hour=0, minute=0, second=0, microsecond=0)
+        if (start, start + timedelta(days=1)) not in days:
+            days.append((start, start + timedelta(days=1)))
+    return Links(words=[w for w, _ in counted.most_common(MAX_WORDS)], persons=persons, days=days, seeds=chosen)
+
+
+def why(hit: ScoredEntry, found: Links) -> list[str]:
+    """Which links of the seeds a second-hop hit shares."""
+    entry = hit.entry
+    out = []
+    mine = {w.casefold() for w in (*entry.persons, *entry.entities, *entry.keywords)}
+    shared_words = [w for w in found.words if w in mine or w in entry.text.casefold()]
+    if shared_words:
+        out.append(f"names what a first hit names: {', '.join(shared_words[:5])}")
+    for seed in found.seeds:
+        if seed.entry.conversation_id == entry.conversation_id and \
+                abs(seed.entry.occurred_at - entry.occurred_at) <= NEIGHBOUR:
+            out.append(f"next to first hit {seed.entry.id} in its conversation")
+            break
+    for seed in found.seeds:
+        if seed.entry.occurred_at.date() == entry.occurred_at.date():
+            out.append(f"same day as first hit {seed.entry.id}")
+            break
+    people = [p for p in entry.persons if p in found.persons]
+    if people:
+        out.append(f"names a person a first hit names: {', '.join(people[:3])}")
+    return out or ["found by the widened search"]
+
+
+def fuse(first: list[ScoredEntry], second: list[ScoredEntry], found: Links,
+         weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """The first hits with the second hop's new ones at `weight` times their score, best first, and why each new one
+    came."""
+    seen = {h.entry.id for h in first}
+    # Its ranks are in another search than the first pass's: they are not carried (currency counts ranks again).
+    added = [h.model_copy(update={"score": h.score * weight, "dense_rank": None, "dense_score": None,
+                                  "sparse_rank": None, "sparse_score": None})
+             for h in second if h.entry.id not in seen]
+    merged = sorted([*first, *added], key=lambda h: h.score, reverse=True)
+    return merged, {h.entry.id: why(h, found) for h in added}

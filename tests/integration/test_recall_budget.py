@@ -1,0 +1,114 @@
+"""Recall by budget, the second hop and time order on the plain-function path (real embedder, real store): a budget
+alone packs the best entries that fit and says what did not; a question about the order of events gets a dated
+timeline, oldest first; a link from a first hit brings an entry the query alone did not reach; `explain` shows the
+one plan every step used."""
+from datetime import UTC, datetime, timedelta
+
+from engram_client.contract import RecallRequest
+from shared.ingest import windows
+from shared.ingest.writer import memorize
+from shared.retrieval import recall
+from shared.retrieval.render import TIMELINE_HEADER
+from shared.text import tokens
+from tests.support.ids import unique
+from tests.support.plain import Memory
+from tests.support.turns import conversation
+
+START = datetime(2023, 3, 1, 10, 0, tzinfo=UTC)
+# Mia's year, one short chat a month: the events an ordering question asks about are in different sessions.
+SESSIONS = [
+    [("Mia", "I finally adopted a cat from the shelter, a grey tabby called Pixel."), ("Jo", "Pixel! Love it.")],
+    [("Mia", "Big news: I signed the lease on a flat in Graz, moving next month."), ("Jo", "Graz, wow.")],
+    [("Mia", "First week at the new job at the observatory, the telescopes are huge."), ("Jo", "Dream job!")],
+    [("Mia", "Pixel learned to open the fridge, I had to buy a child lock."), ("Jo", "Clever cat.")],
+    [("Mia", "I ran my first half marathon along the Mur river, 2 hours 5 minutes."), ("Jo", "Amazing time.")],
+    [("Mia", "My sister Lea visited Graz and we hiked the Schöckl together."), ("Jo", "Nice hike.")],
+]
+
+
+async def store_sessions(memory: Memory, tenant: str, user: str = "u1") -> list[str]:
+    """Each session a conversation of its own, a month apart; returns their ids, oldest first."""
+    ids = []
+    for i, lines in enumerate(SESSIONS):
+        conversation_id = f"s{i}"
+        turns = conversation(lines, conversation_id=conversation_id, start=START + timedelta(days=30 * i),
+                             user_id=user)
+        await memorize(memory.writer, windows.split(tenant, turns, 2))
+        ids.append(conversation_id)
+    return ids
+
+
+async def test_a_budget_alone_packs_the_best_entries_that_fit_and_says_what_did_not(memory: Memory) -> None:
+    """With a budget and no k, recall returns every entry that fits (more than the default 10 when they are short),
+    within the budget; a small budget keeps the best and counts the relevant rest (`left_out`, with its tokens); k
+    given too only caps."""
+    tenant = unique("t")
+    lines = [("Mia", f"Note {i}: the observatory dome number {i} opened at {i} pm.") for i in range(24)]
+    await memorize(memory.writer, windows.split(tenant, conversation(lines, user_id="u1"), 1))
+    query = "When did the observatory domes open?"
+    roomy = await recall(memory.retrieval, tenant, RecallRequest(query=query, token_budget=4000))
+    assert len(roomy.entries) > 10 and roomy.context_tokens <= 4000
+    assert roomy.left_out == 0
+    tight = await recall(memory.retrieval, tenant, RecallRequest(query=query, token_budget=150))
+    assert 0 < len(tight.entries) < len(roomy.entries) and tight.context_tokens <= 150
+    assert tight.left_out > 0 and tight.left_out_tokens > 0
+    assert tight.entries[0].id == roomy.entries[0].id  # the best entry first within any budget
+    capped = await recall(memory.retrieval, tenant, RecallRequest(query=query, token_budget=4000, k=3))
+    assert len(capped.entries) == 3
+    default = await recall(memory.retrieval, tenant, RecallRequest(query=query))
+    assert len(default.entries) == 10
+
+
+async def test_a_question_about_order_gets_a_dated_timeline_oldest_first(memory: Memory) -> None:
+    """"Which came first" and "先…还是先…" get the entries oldest first under a timeline header, each dated by its
+    turns' times (kept per entry); the same question without asking for order gets the same entries by relevance."""
+    tenant = unique("t")
+    ids = await store_sessions(memory, tenant)
+    ordered = await recall(memory.retrieval, tenant, RecallRequest(
+        query="Which came first: Mia adopting Pixel, the Graz lease, or the observatory job?", token_budget=2000,
+        explain=True))
+    times = [min(e.turn_times) for e in ordered.entries]
+    assert times == sorted(times) and all(e.turn_times for e in ordered.entries)
+    assert ordered.context.startswith(TIMELINE_HEADER)
+    held = [e.conversation_id for e in ordered.entries]
+    assert {"s0", "s1", "s2"} <= set(held)
+    assert held.index("s0") < held.index("s1") < held.index("s2"), held
+    assert ordered.plan is not None and ordered.plan.sequence == "came first"
+    assert all(any("oldest first" in why for why in e.explanation.ordering) for e in ordered.entries
+               if e.explanation)
+    relevance = await recall(memory.retrieval, tenant, RecallRequest(
+        query="Mia adopting Pixel, the Graz lease, the observatory job", token_budget=2000))
+    assert not relevance.context.startswith(TIMELINE_HEADER)
+    zh = await recall(memory.retrieval, tenant, RecallRequest(query="Mia是先领养了Pixel还是先签了Graz的租约？",
+                                                              token_budget=2000))
+    assert zh.context.startswith(TIMELINE_HEADER)
+    assert [min(e.turn_times) for e in zh.entries] == sorted(min(e.turn_times) for e in zh.entries)
+    assert ids[0] == "s0"
+
+
+async def test_explain_shows_the_one_plan_and_which_hop_brought_each_entry(memory: Memory) -> None:
+    """`explain` shows the plan recall used (language, names, the time asked about, the limit, the candidates); an
+    entry the query alone does not reach (it shares none of its words and is outranked by forty near misses) comes
+    by the second hop, from the person its first hit names, and says so (`hop` 2, `via`)."""
+    tenant = unique("t")
+    near_misses = [("Mia", f"I walked past market stall {i} selling oranges and flowers, nothing to buy.")
+                   for i in range(40)]
+    await memorize(memory.writer, windows.split(tenant, conversation(near_misses, conversation_id="stalls"), 1))
+    await memorize(memory.writer, windows.split(tenant, conversation(
+        [("Mia", "At the flea market I bought a brass lamp from Teodoro Quaresma.")], conversation_id="market"), 1))
+    await memorize(memory.writer, windows.split(tenant, conversation(
+        [("Jo", "Teodoro Quaresma restores furniture in a workshop near the cathedral.")], conversation_id="later",
+        start=START + timedelta(days=40)), 1))
+    query = "What did Mia buy at the flea market?"
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query=query, k=10, explain=True))
+    plan = reply.plan
+    assert plan is not None and plan.language == "en" and "Mia" in plan.names and plan.orientation == "event"
+    assert (plan.limit, plan.candidates, plan.token_budget, plan.sequence) == (10, 20, None, None)
+    by_conversation = {e.conversation_id: e.explanation for e in reply.entries if e.explanation}
+    assert reply.entries[0].conversation_id == "market" and by_conversation["market"].hop == 1
+    later = by_conversation["later"]
+    assert later.hop == 2 and plan.second_hop >= 1
+    assert any("teodoro quaresma" in why for why in later.via), later.via
+    assert later.dense_rank is None and later.sparse_rank is None  # ranked by another search than the first pass
+    assert all(x.hop == 1 and not x.via for c, x in by_conversation.items() if c != "later")
+    assert tokens.count(reply.context) == reply.context_tokens

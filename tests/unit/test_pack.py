@@ -1,0 +1,106 @@
+"""Recall by budget: the best set of entries that fits, one entry for each piece of evidence, and the relevant
+material left out counted; and a question about the order of events answered as a dated timeline."""
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.retrieval.pack import evidence, pack
+from shared.retrieval.render import TIMELINE_HEADER, block, render
+from shared.retrieval.tense import sequence
+from shared.store import MemoryEntry, ScoredEntry
+from shared.text import tokens
+
+T0 = datetime(2023, 5, 8, tzinfo=UTC)
+
+
+def hit(entry_id: str, text: str, turns: list[str], kind: str = "episodic", day: int = 0,
+        conversation: str = "c") -> ScoredEntry:
+    when = T0 + timedelta(days=day)
+    entry = MemoryEntry(id=entry_id, tenant_id="t", conversation_id=conversation, kind=kind, text=text,  # type: ignore[arg-type]
+                        occurred_at=when, created_at=T0, updated_at=T0, source_turn_ids=turns,
+                        turn_times=[when + timedelta(seconds=30 * i) for i in range(len(turns))])
+    return ScoredEntry(entry=entry, score=1.0)
+
+
+def cost(h: ScoredEntry) -> int:
+    return tokens.count(block(h)) + 1
+
+
+def test_an_entry_whose_evidence_is_packed_already_is_left_out_and_not_counted() -> None:
+    """A fact whose turn the packed window holds adds nothing: it is not packed and not counted as left out."""
+    window = hit("w", "Lena: we moved to Leuven last week, the flat is lovely.", ["t1", "t2", "t3"])
+    fact = hit("f", "Lena lives in Leuven.", ["t2"], kind="fact")
+    packed = pack([window, fact], cost, 1000)
+    assert [h.entry.id for h in packed.hits] == ["w"]
+    assert (packed.left_out, packed.left_out_tokens) == (0, 0)
+
+
+def test_a_packed_entry_a_later_one_holds_entirely_gives_its_tokens_back() -> None:
+    """A fact ranked above the window that states it is taken out when the window is packed; of two entries with the
+    same evidence the shorter is packed, in the better one's place."""
+    fact = hit("f", "Lena lives in Leuven.", ["t2"], kind="fact")
+    window = hit("w", "Lena: we moved to Leuven last week, the flat is lovely.", ["t1", "t2", "t3"])
+    long_same = hit("x", "Sam: " + "tell me everything about the trip " * 5, ["t9"], conversation="d")
+    short_same = hit("y", "Sam: the trip was great.", ["t9"], conversation="d")
+    packed = pack([fact, long_same, window, short_same], cost, 1000)
+    assert [h.entry.id for h in packed.hits] == ["y", "w"]
+
+
+def test_what_did_not_fit_is_counted_and_a_later_shorter_entry_still_fits() -> None:
+    """Within a small budget the long second entry is left out (counted, with its tokens) and the short third fits."""
+    first = hit("a", "Ana moved to Lisbon in May.", ["t1"])
+    long = hit("b", "word " * 300, ["t2"])
+    short = hit("c", "Ana likes sardines.", ["t3"])
+    packed = pack([first, long, short], cost, cost(first) + cost(short))
+    assert [h.entry.id for h in packed.hits] == ["a", "c"]
+    assert (packed.left_out, packed.left_out_tokens) == (1, cost(long))
+
+
+def test_the_best_entry_alone_is_kept_when_nothing_fits() -> None:
+    """When not even the best entry fits, it alone is returned (the context shortens it rather than be empty)."""
+    packed = pack([hit("a", "word " * 300, ["t1"]), hit("b", "word " * 300, ["t2"])], cost, 10)
+    assert [h.entry.id for h in packed.hits] == ["a"] and packed.left_out == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 60), st.sets(st.integers(0, 12), min_size=1, max_size=4)),
+                min_size=1, max_size=14), st.integers(20, 400))
+def test_packing_never_exceeds_the_room_nor_repeats_evidence(items: list[tuple[int, set[int]]], room: int) -> None:
+    """For any ranked entries and room: the packed entries fit the room (unless only the best one is returned), no
+    packed entry's evidence is held entirely by another, the rank order is kept, and what is counted as left out
+    is each piece of evidence the packed entries do not hold."""
+    hits = [hit(f"e{i}", "word " * size, [f"t{t}" for t in sorted(turns)]) for i, (size, turns) in enumerate(items)]
+    packed = pack(hits, cost, room)
+    kept = packed.hits
+    assert kept
+    assert sum(cost(h) for h in kept) <= room or len(kept) == 1
+    for h in kept:
+        assert not any(evidence(h) <= evidence(o) for o in kept if o is not h), h.entry.id
+    order = [min(i for i, o in enumerate(hits) if evidence(o) == evidence(h)) for h in kept]
+    assert order == sorted(order)  # in the place of the best ranked entry with the same evidence
+    held = set().union(*(evidence(h) for h in kept))
+    assert packed.left_out == len({evidence(h) for h in hits if h not in kept and not evidence(h) <= held})
+
+
+def test_questions_about_the_order_of_events_are_recognised_in_english_and_chinese() -> None:
+    """Order, sequence, which came first, before or after, 先…还是先…, 先后, 之前还是之后 ask for the order of events;
+    an earlier state ("before?"), a thing's first ("her first job"), 先生 and the present do not."""
+    asks = ["In what order did Mia adopt the cat, move, and start the job?", "Which came first: the trip or the exam?",
+            "Did Omar get the visa before or after the interview?", "What did she do first?",
+            "Put these in order: the launch, the hire, the funding.", "王芳是先买房还是先结婚的？",
+            "这三件事的先后顺序是什么？", "搬家是在换工作之前还是之后？"]
+    not_asked = ["What was her first job?", "Where did Lena live before?", "Where does Lena live now?",
+                 "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?"]
+    assert all(sequence(q) for q in asks), [q for q in asks if not sequence(q)]
+    assert not any(sequence(q) for q in not_asked), [q for q in not_asked if sequence(q)]
+
+
+def test_a_timeline_dates_each_entry_that_does_not_begin_with_its_date() -> None:
+    """On a timeline each entry is dated (unless its text begins with its date) under the timeline header."""
+    dated = hit("a", "[Mon 8 May 2023]\nLena: we moved.", ["t1"])
+    plain = hit("b", "Lena lives in Leuven.", ["t2"], kind="fact", day=3)
+    text, _, kept = render([dated, plain], [], None, timeline=True)
+    assert text.startswith(TIMELINE_HEADER)
+    assert "[2023-05-11] Lena lives in Leuven." in text and "[2023-05-08] [Mon" not in text
+    assert kept == [dated, plain]
