@@ -92,8 +92,8 @@ class Settings(BaseSettings):
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     # The second hop (shared/retrieval/hops.py): the links of the best second_hop_seeds first hits widen one more
-    # search, whose hits sharing a seed's people or day gain second_hop_boost; a hit it adds enters the candidates at
-    # second_hop_weight times its score. 0 seeds: no second hop.
+    # search (BM25); a hit it adds enters the candidates at second_hop_weight times what its rank there counts in the
+    # fusion, raised by second_hop_boost when it names a seed's person or is of a seed's day. 0 seeds: no second hop.
     second_hop_seeds: int = Field(default=5, ge=0, le=50)
     second_hop_weight: float = Field(default=0.8, ge=0.0, le=2.0)
     second_hop_boost: float = Field(default=0.15, ge=0.0, le=10.0)

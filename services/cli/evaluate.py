@@ -193,12 +193,12 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
                   + questions)
 
 
-async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int, budget: int | None,
+async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int | None, budget: int | None,
                          out: Path) -> None:
     stories = multihop.load(multihop.split_path(split))
     result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run(
         client_for, stories, split, k=k, token_budget=budget, mode=mode, progress=_progress))
-    table = Table(title=f"multi-session stories, {split} half: k={k}, token budget {budget}")
+    table = Table(title=f"multi-session stories, {split} half: k={k or 'as many as fit'}, token budget {budget}")
     for column in ("questions", "group", "all evidence", "any evidence", "turn recall", "in order", "context tokens"):
         table.add_column(column, justify="left" if column == "group" else "right")
     rows = [("all", result.overall), *result.by_type.items(), *result.by_language_type.items()]
@@ -217,7 +217,8 @@ async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k
 def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on it) or test (measure only)"),
                   mode: str = typer.Option("fast", "--mode", help="fast or deep"),
                   k: int | None = typer.Option(None, "-k", min=1, max=100,
-                                               help="entries per recall at most (default 10)"),
+                                               help="entries per recall at most (default: as many as fit the "
+                                                    "budget; 10 without one)"),
                   budget: int | None = typer.Option(2000, "--budget",
                                                     help="token_budget of every recall (without --budgets)"),
                   budgets: str | None = typer.Option(None, "--budgets", help=BUDGETS_HELP),
@@ -234,4 +235,5 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
     if curve_budgets:
         run(_curve_multihop(settings, split, curve_budgets, mode, out))  # type: ignore[arg-type]
         return
-    run(_eval_multihop(settings, split, mode, k or 10, budget, out))  # type: ignore[arg-type]
+    # With a budget and no -k the budget alone decides how many entries (RecallRequest.limit); without one, 10.
+    run(_eval_multihop(settings, split, mode, k, budget, out))  # type: ignore[arg-type]

@@ -24,11 +24,22 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
                      f"terms {x.matched_terms} boosts {x.boosts}[/dim]")
             if x.ordering:
                 text += "\n[dim]" + "\n".join(f"order: {why}" for why in x.ordering) + "[/dim]"
+            if x.hop == 2:
+                text += "\n[dim]" + "\n".join(f"second hop: {why}" for why in x.via) + "[/dim]"
         table.add_row(str(i), f"{entry.score:.3f}", text, ", ".join(entry.source_turn_ids))
     console.print(table)
     t = reply.timings_ms
     console.print(f"[dim]{len(reply.entries)} entries, context {reply.context_tokens} tokens, "
                   f"embed {t.embed:.1f} ms, search {t.search:.1f} ms, total {t.total:.1f} ms[/dim]")
+    if reply.left_out:
+        console.print(f"[dim]{reply.left_out} relevant entries ({reply.left_out_tokens} tokens) did not fit the "
+                      f"budget[/dim]")
+    if explain and reply.plan:
+        p = reply.plan
+        console.print(escape(f"plan: {p.language}, asks about {p.orientation} ({p.orientation_cue}); names "
+                             f"{p.names[:6]}; times {[t.phrase for t in p.times]}; figure {p.figure}; order of "
+                             f"events {p.sequence}; at most {p.limit} within {p.token_budget} tokens; "
+                             f"{p.candidates} candidates, {p.second_hop} by the second hop"), style="dim")
 
 
 def entries_table(entries: list[EntryView]) -> None:

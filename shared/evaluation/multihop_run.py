@@ -25,7 +25,7 @@ class MultihopReport(BaseModel):
 
     machine: dict[str, object] = Field(default_factory=describe)
     split: str = ""
-    k: int = 10
+    k: int | None = None  # None: the budget alone decides how many entries
     token_budget: int | None = 2000
     mode: str = "fast"
     ingest_s: float = 0.0
@@ -46,7 +46,7 @@ def summarise(report: MultihopReport) -> MultihopReport:
 
 
 async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Sequence[Story], split: str, *,
-              k: int = 10, token_budget: int | None = 2000, mode: str = "fast",
+              k: int | None = None, token_budget: int | None = 2000, mode: str = "fast",
               progress: Callable[[str], None] = lambda _: None) -> MultihopReport:
     """Publish every story into one fresh tenant (a user each), ask every question scoped to its user, and score."""
     run_id = uuid.uuid4().hex[:8]

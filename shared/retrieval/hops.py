@@ -7,18 +7,20 @@ seeds are the best first hits (profiles aside: a summary of everything links to 
 
 - the people, things and words they name that the query does not (`persons`, `entities`, `keywords`): added to the
   BM25 query, so the sparse search reaches the entries naming them;
-- a hit naming one of those people is raised (a boost), as is one of the same day as a seed (a window next to a seed
-  in its conversation is of its day).
+- a hit naming one of those people is raised, as is one of the same day as a seed (a window next to a seed in its
+  conversation is of its day).
 
-The call searches the same dense vector with the widened sparse query; a hit it returns that the first pass did not
-enters the candidates at `weight` times its score, and `explain` says which links brought it (`via`).
+That is one more engine call, BM25 alone (the dense search would only repeat the first pass's); a hit it returns
+that the first pass did not enters the candidates as one search's rank counts in the fusion, at `weight` times that,
+raised when it names a seed's person or is of a seed's day, and `explain` says which links brought it (`via`).
 """
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.retrieval.plan import QueryPlan
-from shared.store import Boost, Condition, ScoredEntry
+from shared.store import MemoryEntry, ScoredEntry
+from shared.store.hits import rrf
 
 NEIGHBOUR = timedelta(minutes=30)  # a window this close to a seed, in its conversation, is its neighbour
 MAX_WORDS = 12                     # link words added to the sparse query
@@ -32,13 +34,6 @@ class Links:
     persons: list[str]
     days: list[tuple[datetime, datetime]]
     seeds: list[ScoredEntry]
-
-    def boosts(self, weight: float) -> list[Boost]:
-        """The engine's boosts for hits that share a seed's people or day."""
-        conditions = [Condition(key="occurred_at", op="range", gte=start, lt=end) for start, end in self.days]
-        if self.persons:
-            conditions.append(Condition(key="persons", op="any", value=self.persons))
-        return [Boost(weight=weight, any_of=conditions)] if conditions and weight else []
 
 
 def links(first: list[ScoredEntry], query_plan: QueryPlan, seeds: int) -> Links:
@@ -82,14 +77,24 @@ def why(hit: ScoredEntry, found: Links) -> list[str]:
     return out or ["found by the widened search"]
 
 
-def fuse(first: list[ScoredEntry], second: list[ScoredEntry], found: Links,
-         weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    """The first hits with the second hop's new ones at `weight` times their score, best first, and why each new one
-    came."""
+def _linked(entry: MemoryEntry, found: Links) -> bool:
+    """Whether an entry names a person a seed names or is of a seed's day."""
+    return any(p in found.persons for p in entry.persons) or \
+        any(start <= entry.occurred_at < end for start, end in found.days)
+
+
+def fuse(first: list[ScoredEntry], second: list[ScoredEntry], found: Links, weight: float, boost: float,
+         rrf_k: int) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """The first hits with the second search's new ones, best first, and why each new one came.
+
+    A new hit scores as reciprocal rank fusion would count its rank in one search (`rrf`), times `weight`, raised by
+    `boost` when it names a seed's person or is of a seed's day. Its rank is in another search than the first
+    pass's, so none is carried (currency counts the first pass's ranks again).
+    """
     seen = {h.entry.id for h in first}
-    # Its ranks are in another search than the first pass's: they are not carried (currency counts ranks again).
-    added = [h.model_copy(update={"score": h.score * weight, "dense_rank": None, "dense_score": None,
-                                  "sparse_rank": None, "sparse_score": None})
-             for h in second if h.entry.id not in seen]
+    added = [h.model_copy(update={
+        "score": weight * rrf(rank, rrf_k) * (1 + (boost if _linked(h.entry, found) else 0.0)),
+        "dense_rank": None, "dense_score": None, "sparse_rank": None, "sparse_score": None})
+        for rank, h in enumerate(second, start=1) if h.entry.id not in seen]
     merged = sorted([*first, *added], key=lambda h: h.score, reverse=True)
     return merged, {h.entry.id: why(h, found) for h in added}

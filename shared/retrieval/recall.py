@@ -15,7 +15,7 @@ from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
-from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, SparseVector, Store, Vectors
+from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
 from shared.tracing import spans
 
 log = logging.getLogger("engram.retrieval")
@@ -211,24 +211,24 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     # Each search's ranks (two more requests in the same engine call) when currency will count them again by kind.
     ranks = request.explain or reorders(query_plan.reading, depth)
     # Boosts reorder the candidates in the engine; currency, diversity and smoothing look at all of them here.
-    boosts = boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings)
-
-    async def hybrid(sparse_query: SparseVector, extra: list[Boost]) -> list[ScoredEntry]:
-        return await retrieval.store.hybrid_query(
-            scope_of(tenant, request), Vectors(dense=dense[0], sparse=sparse_query),
+    scope = scope_of(tenant, request)
+    with spans.span("engram.recall search", attributes={"engram.candidates": candidates}):
+        hits = await retrieval.store.hybrid_query(
+            scope, Vectors(dense=dense[0], sparse=sparse),
             limit=candidates, entry_filter=entry_filter,
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
-            boosts=boosts + extra, candidates=candidates, explain=ranks, with_vectors=use_mmr)
-
-    with spans.span("engram.recall search", attributes={"engram.candidates": candidates}):
-        hits = await hybrid(sparse, [])
+            boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
+            candidates=candidates, explain=ranks, with_vectors=use_mmr)
     hopped: dict[str, list[str]] = {}
     if settings.second_hop_seeds and hits:
-        with spans.span("engram.recall second hop"):
-            found = hops.links(hits, query_plan, settings.second_hop_seeds)
-            widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words])) if found.words else sparse
-            second = await hybrid(widened, found.boosts(settings.second_hop_boost))
-            hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight)
+        found = hops.links(hits, query_plan, settings.second_hop_seeds)
+        if found.words:
+            with spans.span("engram.recall second hop"):
+                widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
+                second = await retrieval.store.search(scope, Vectors(dense=dense[0], sparse=widened),
+                                                      using="sparse", limit=candidates, entry_filter=entry_filter)
+                hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight,
+                                         settings.second_hop_boost, settings.rrf_k)
     searched = time.perf_counter()
     with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
         reasons = _boost_reasons(hits, query_plan, settings)

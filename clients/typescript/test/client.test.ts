@@ -82,6 +82,10 @@ test("a conversation is published, stored, recalled, announced and forgotten", a
   assert.match(found.entries[0]!.text, /Lisbon/);
   assert.match(found.context, /Lisbon/);
   assert.ok(found.context_tokens > 0 && found.context_tokens <= 500);
+  // A budget alone: the best entries that fit, and how many relevant ones did not.
+  const packed = await memory.recall("Where does Ana live?", { token_budget: 500 });
+  assert.ok(packed.context_tokens > 0 && packed.context_tokens <= 500);
+  assert.ok(packed.entries.length > 0 && Number.isInteger(packed.left_out));
 
   // Another tenant naming these entries' ids finds and deletes nothing.
   const ids = found.entries.map((e) => e.id) as [string, ...string[]]; // non-empty: asserted above
