@@ -20,12 +20,12 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
         text = escape(entry.text) if entry.kind == "episodic" else escape(f"[{entry.kind}] {entry.text}")
         if explain and entry.explanation:
             x = entry.explanation
-            text += (f"\n[dim]dense #{x.dense_rank} ({x.dense_score}) sparse #{x.sparse_rank} ({x.sparse_score}) "
-                     f"terms {x.matched_terms} boosts {x.boosts}[/dim]")
+            text += "\n[dim]" + escape(f"dense #{x.dense_rank} ({x.dense_score}) sparse #{x.sparse_rank} "
+                                       f"({x.sparse_score}) terms {x.matched_terms} boosts {x.boosts}") + "[/dim]"
             if x.ordering:
-                text += "\n[dim]" + "\n".join(f"order: {why}" for why in x.ordering) + "[/dim]"
+                text += "\n[dim]" + escape("\n".join(f"order: {why}" for why in x.ordering)) + "[/dim]"
             if x.hop == 2:
-                text += "\n[dim]" + "\n".join(f"second hop: {why}" for why in x.via) + "[/dim]"
+                text += "\n[dim]" + escape("\n".join(f"second hop: {why}" for why in x.via)) + "[/dim]"
         table.add_row(str(i), f"{entry.score:.3f}", text, ", ".join(entry.source_turn_ids))
     console.print(table)
     t = reply.timings_ms

@@ -27,11 +27,14 @@ class Packed:
 
 
 def evidence(hit: ScoredEntry) -> Evidence:
-    """The turns an entry holds, by conversation (none for a profile)."""
+    """The turns an entry holds of its own conversation (none for a profile). A keeper of merged duplicates lists
+    their turns too, under their own conversations' ids (a product numbers turns 1, 2, 3 in every chat): only its
+    own turns, from before the merge, are read as its conversation's."""
     entry = hit.entry
     if entry.kind == "profile":
         return frozenset()
-    return frozenset((entry.conversation_id, t) for t in entry.source_turn_ids)
+    own = entry.unmerged.get("source_turn_ids", []) if entry.unmerged is not None else entry.source_turn_ids
+    return frozenset((entry.conversation_id, t) for t in own)
 
 
 def _shortest_of_each(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int]) -> list[ScoredEntry]:
@@ -57,36 +60,43 @@ def pack(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int], room: int)
 
     Args:
         cost: an entry's tokens in the context (with its separator).
-        room: the tokens the entries may take (the budget less the header's). When not even the best entry fits,
-            it alone is returned (the context shortens it rather than return nothing).
+        room: the tokens the entries may take (the budget less the header's and what is kept for recent turns).
+            When the best entry does not fit, it alone is returned (the context shortens it rather than drop the
+            best memory); with no room at all, nothing.
     """
     ranked = _shortest_of_each(hits, cost)
-    packed: dict[int, ScoredEntry] = {}
+    if not ranked or room <= 0:
+        return Packed([], *_left(ranked, set(), [cost(h) for h in ranked], [evidence(h) for h in ranked]))
+    held_by = [evidence(h) for h in ranked]
+    costs = [cost(h) for h in ranked]
+    if costs[0] > room:
+        return Packed([ranked[0]], *_left(ranked, {0}, costs, held_by))
+    packed: set[int] = set()
+    holders: dict[tuple[str, str], set[int]] = {}  # a turn -> the packed entries holding it
     used = 0
-
-    def held() -> set[tuple[str, str]]:
-        return {turn for h in packed.values() for turn in evidence(h)}
-
     for _ in range(2):  # a second walk fills the tokens that entries taken out gave back
-        for i, hit in enumerate(ranked):
-            mine = evidence(hit)
-            if i in packed or (mine and mine <= held()):
+        for i, mine in enumerate(held_by):
+            if i in packed or (mine and all(holders.get(turn) for turn in mine)):
                 continue  # packed, or its evidence is
-            tokens = cost(hit)
-            if used + tokens > room:
+            if used + costs[i] > room:
                 continue
-            packed[i] = hit
-            used += tokens
-            for j in [j for j, h in packed.items() if j != i and evidence(h) and evidence(h) <= mine]:
-                used -= cost(packed.pop(j))  # held entirely by the new one: it goes, and gives its tokens back
-    if not packed and ranked:
-        return Packed([ranked[0]], *_left([ranked[0]], ranked[1:], cost))
-    kept = [packed[i] for i in sorted(packed)]
-    return Packed(kept, *_left(kept, [h for i, h in enumerate(ranked) if i not in packed], cost))
+            packed.add(i)
+            used += costs[i]
+            for turn in mine:
+                holders.setdefault(turn, set()).add(i)
+            # a packed entry the new one holds entirely shares a turn with it: it goes, and gives its tokens back
+            near = set().union(*(holders[turn] for turn in mine)) - {i} if mine else set()
+            for j in sorted(near):
+                if held_by[j] and held_by[j] <= mine:
+                    packed.discard(j)
+                    used -= costs[j]
+                    for turn in held_by[j]:
+                        holders[turn].discard(j)
+    return Packed([ranked[i] for i in sorted(packed)], *_left(ranked, packed, costs, held_by))
 
 
-def _left(kept: list[ScoredEntry], rest: list[ScoredEntry], cost: Callable[[ScoredEntry], int]) -> tuple[int, int]:
-    """How many of `rest` bring evidence `kept` does not hold, and their tokens."""
-    held = {turn for h in kept for turn in evidence(h)}
-    left = [h for h in rest if not (evidence(h) and evidence(h) <= held)]
-    return len(left), sum(cost(h) for h in left)
+def _left(ranked: list[ScoredEntry], kept: set[int], costs: list[int], held_by: list[Evidence]) -> tuple[int, int]:
+    """How many entries not kept bring evidence the kept ones do not hold, and their tokens."""
+    held = {turn for i in kept for turn in held_by[i]}
+    left = [i for i in range(len(ranked)) if i not in kept and not (held_by[i] and held_by[i] <= held)]
+    return len(left), sum(costs[i] for i in left)

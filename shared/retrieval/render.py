@@ -1,4 +1,6 @@
 """Rendering recalled entries and recent turns into one context block within a token budget."""
+from datetime import UTC
+
 from engram_client.contract import Turn
 from shared.store import ScoredEntry
 from shared.text import tokens
@@ -18,7 +20,7 @@ def block(hit: ScoredEntry, timeline: bool = False) -> str:
     """An entry as the context holds it; on a timeline, dated when its text does not begin with its date."""
     text = hit.entry.text
     if timeline and not text.startswith("["):
-        return f"[{hit.entry.began_at.date().isoformat()}] {text}"
+        return f"[{hit.entry.began_at.astimezone(UTC).date().isoformat()}] {text}"  # one zone: the dates in order
     return text
 
 

@@ -1,5 +1,6 @@
 """A recall answered: the fast or deep search, the working memory (summarised when long) and a rendered context
 that fits both the token budget and the broker's reply size."""
+import asyncio
 import time
 from datetime import datetime
 
@@ -21,24 +22,36 @@ def _matched_terms(text: str, terms: list[str]) -> list[str]:
     return [t for t in terms if t in lowered]
 
 
-def chosen(searched: Searched, request: RecallRequest, encoding: str) -> tuple[list[ScoredEntry], Packed | None]:
-    """The hits a reply holds, in the order it gives them: the first `limit` ranked, packed into the token budget
-    when there is one (pack.py), then oldest first when the question asks for the order of events."""
+def chosen(searched: Searched, request: RecallRequest, encoding: str,
+           reserve: int = 0) -> tuple[list[ScoredEntry], Packed | None]:
+    """The hits a reply holds, in rank order: the first `limit` ranked, packed into the token budget less `reserve`
+    (what the recent turns and their summary will take) when there is a budget (pack.py)."""
     hits = searched.hits[:request.limit]
+    if request.token_budget is None:
+        return hits, None
     timeline = searched.plan.sequence is not None
-    packed = None
-    if request.token_budget is not None:
-        separator = tokens.count("\n\n", encoding)
-        header = rendering.TIMELINE_HEADER if timeline else rendering.MEMORIES_HEADER
+    separator = tokens.count("\n\n", encoding)
+    header = rendering.TIMELINE_HEADER if timeline else rendering.MEMORIES_HEADER
 
-        def cost(hit: ScoredEntry) -> int:
-            return tokens.count(rendering.block(hit, timeline), encoding) + separator
+    def cost(hit: ScoredEntry) -> int:
+        return tokens.count(rendering.block(hit, timeline), encoding) + separator
 
-        packed = pack(hits, cost, request.token_budget - tokens.count(header, encoding))
-        hits = packed.hits
-    if timeline:
-        hits = sorted(hits, key=lambda h: h.entry.began_at)
-    return hits, packed
+    packed = pack(hits, cost, request.token_budget - tokens.count(header, encoding) - reserve)
+    return packed.hits, packed
+
+
+def reserved(recent: list[Turn], summary: str | None, budget: int | None, encoding: str) -> int:
+    """The tokens the recent turns and their summary take in the context, up to half the budget: entries packed by
+    budget leave them this room (the entries come first in the context, and would otherwise take it all)."""
+    if budget is None or not (recent or summary):
+        return 0
+    _, used, _ = rendering.render([], recent, budget // 2, encoding, summary)
+    return used
+
+
+def in_order(hits: list[ScoredEntry], timeline: bool) -> list[ScoredEntry]:
+    """The hits as the reply gives them: in rank order, or oldest first (by their first turn) on a timeline."""
+    return sorted(hits, key=lambda h: h.entry.began_at) if timeline else hits
 
 
 def plan_view(query_plan: QueryPlan, request: RecallRequest, searched: Searched) -> RecallPlan:
@@ -64,14 +77,20 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     else:
         searched = await search(retrieval, tenant, request, now)
     boosts, applied, timings, query_plan = searched.boosts, searched.applied, searched.timings, searched.plan
-    hits, packed = chosen(searched, request, retrieval.settings.tokenizer)
+    recent = list(working_memory or []) if request.include_working_memory else []
+    summary = summary if request.include_working_memory else None
+    encoding = retrieval.settings.tokenizer
+    # Counting tokens and packing are CPU work: off the event loop, as recall.py says why.
+    hits, packed = await asyncio.to_thread(chosen, searched, request, encoding,
+                                           reserved(recent, summary, request.token_budget, encoding))
     timeline = query_plan.sequence is not None
     in_time = [f"oldest first: the question asks for the order of events ({query_plan.sequence})"] if timeline else []
     shown_plan = plan_view(query_plan, request, searched) if request.explain else None
 
     def build(candidates: list[ScoredEntry], recent: list[Turn]) -> RecallResponse:
-        context, context_tokens, kept = rendering.render(candidates, recent, request.token_budget,
-                                                         retrieval.settings.tokenizer, summary, timeline)
+        # `fit_recall` cuts the candidates in rank order; the timeline orders what is left.
+        context, context_tokens, kept = rendering.render(in_order(candidates, timeline), recent, request.token_budget,
+                                                         encoding, summary, timeline)
         entries = [recalled_entry(h, Explanation(
             dense_rank=h.dense_rank, dense_score=h.dense_score, sparse_rank=h.sparse_rank,
             sparse_score=h.sparse_score, fused_score=h.score,
@@ -86,8 +105,6 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
                               left_out=packed.left_out if packed else 0,
                               left_out_tokens=packed.left_out_tokens if packed else 0)
 
-    recent = list(working_memory or []) if request.include_working_memory else []
-    summary = summary if request.include_working_memory else None
     with spans.span("engram.recall render"):
         reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
     if retrieval.usage is not None:

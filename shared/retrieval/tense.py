@@ -83,20 +83,24 @@ def read(query: str, lang: str) -> Reading:
     return Reading("present", "no past-tense word", explicit=False)
 
 
-# The order of events is asked for by these words: "in what order", "which came first", "before or after",
-# "what did she do next", "先…还是先…", "先后", "顺序", "之前还是之后". A question that only names an earlier
-# state ("where did she live before?") or says "first" of a thing ("her first job") asks for no order.
+# The order of events is asked for by these words: "in what order", "which came first", "before or after", "put
+# these in order", "先…还是先…", "先后", "顺序", "之前还是之后". A question that only names an earlier state
+# ("where did she live before?"), says "first" of a thing ("her first job", "who finished first?"), or asks what
+# happened at a time ("what did you do last summer?", "then?") asks for no order.
 _SEQUENCE_EN = patterns.compile(
-    r"\b(?:in\s{1,3}(?:what|which|chronological|time)\s{1,3}order|(?:put|list|arrange|sort)\b[^.?!]{0,60}?\border|"
-    r"order\s{1,3}of\s{1,3}(?:events|things|what)|chronolog\w{0,8}|sequence|timeline|"
-    r"before\s{1,3}or\s{1,3}after|after\s{1,3}or\s{1,3}before|earlier\s{1,3}or\s{1,3}later|"
-    r"(?:came|happened|occurred|started|began|did\s{1,3}\S{1,30}\s{1,3}do)\s{1,3}(?:first|last|next|"
-    r"afterwards?|then)|first\s{0,3}(?=[:?,;!]|$|or\b|for\s{1,3}[^\s:?,]{1,40}\s{0,3}[:?,]))",
+    r"\b(?:in\s{1,3}(?:what|which)\s{1,3}(?:order|sequence)|"
+    r"(?:put|list|arrange|sort|rank)\b[^.?!]{0,60}?\bin\s{1,3}(?:chronological\s{1,3}|time\s{1,3})?order|"
+    r"in\s{1,3}(?:chronological|time)\s{1,3}order|chronologically|order\s{1,3}of\s{1,3}events|"
+    r"sequence\s{1,3}of\s{1,3}events|timeline\s{1,3}of|"
+    r"before\s{1,3}or\s{1,3}after|after\s{1,3}or\s{1,3}before|earlier\s{1,3}or\s{1,3}later|first\s{1,3}or\b|"
+    r"(?:came|happened|occurred|started|began|did\s{1,3}\S{1,30}\s{1,3}do)\s{1,3}first)\b",
     patterns.IGNORECASE)
+# 先 as "first" (not 先生 "Mr.", 先进 "advanced", 先锋, 先天, 祖先 "ancestor", 首先 "firstly", 优先, 原先 ...).
+_XIAN = r"(?<![首原优率领争预事祖])先(?![生前进锋天知辈驱例])"
 _SEQUENCE_ZH = patterns.compile(
-    r"先后|顺序|次序|依次|时间线|时间顺序|(?<![首原优率领争预事祖])先[^？?。！!生前]{1,30}还是[^？?。！!]{0,8}先|"
-    r"(?<![首原优率领争预事祖])先[^？?。！!生前]{1,30}(?:后|再|然后|接着)|哪个先|哪件事先|谁先|最先|先发生|"
-    r"(?:之前|以前)还是(?:之后|以后)|(?:之后|以后)还是(?:之前|以前)")
+    r"(?<![祖])先后(?![生])|顺序|次序|依次|时间线|时间顺序|" + _XIAN + r"[^？?。！!]{1,30}还是[^？?。！!]{0,8}先|"
+    + _XIAN + r"[^？?。！!]{1,30}(?:然后|接着|再)|哪(?:个|件事?)" + _XIAN + r"|谁" + _XIAN + r"|最" + _XIAN
+    + r"发生|(?:之前|以前)还是(?:之后|以后)|(?:之后|以后)还是(?:之前|以前)")
 
 
 def sequence(query: str) -> str | None:

@@ -1,6 +1,6 @@
 """Recall by budget: the best set of entries that fits, one entry for each piece of evidence, and the relevant
 material left out counted; and a question about the order of events answered as a dated timeline."""
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,13 +57,28 @@ def test_what_did_not_fit_is_counted_and_a_later_shorter_entry_still_fits() -> N
     assert (packed.left_out, packed.left_out_tokens) == (1, cost(long))
 
 
-def test_the_best_entry_alone_is_kept_when_nothing_fits() -> None:
-    """When not even the best entry fits, it alone is returned (the context shortens it rather than be empty)."""
-    packed = pack([hit("a", "word " * 300, ["t1"]), hit("b", "word " * 300, ["t2"])], cost, 10)
+def test_the_best_entry_alone_is_kept_when_it_does_not_fit() -> None:
+    """When the best entry does not fit, it alone is returned (the context shortens it rather than drop the best
+    memory for lesser ones that fit); with no room at all, nothing, and every entry counts as left out."""
+    best, small = hit("a", "word " * 300, ["t1"]), hit("b", "Ana likes sardines.", ["t2"])
+    packed = pack([best, small], cost, 10)
     assert [h.entry.id for h in packed.hits] == ["a"] and packed.left_out == 1
+    nothing = pack([best, small], cost, 0)
+    assert nothing.hits == [] and nothing.left_out == 2
 
 
-@settings(max_examples=60, deadline=None)
+def test_a_merged_keeper_holds_only_its_own_turns_of_its_conversation() -> None:
+    """A keeper lists the turns of the duplicates it absorbed (other chats number their turns the same way): only its
+    own turns count as its conversation's, so another entry of its chat with those numbers is still packed."""
+    keeper = hit("k", "Ana: I moved to Lisbon.", ["1", "2", "3", "4", "5", "6"])
+    keeper = keeper.model_copy(update={"entry": keeper.entry.model_copy(
+        update={"merged_from": ["dup"], "unmerged": {"source_turn_ids": ["1", "2", "3"]}})})
+    later = hit("l", "Ana: my sister's wedding is in Porto.", ["4", "5", "6"])
+    assert [h.entry.id for h in pack([keeper, later], cost, 1000).hits] == ["k", "l"]
+    assert [h.entry.id for h in pack([later, keeper], cost, 1000).hits] == ["l", "k"]
+
+
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 60), st.sets(st.integers(0, 12), min_size=1, max_size=4)),
                 min_size=1, max_size=14), st.integers(20, 400))
 def test_packing_never_exceeds_the_room_nor_repeats_evidence(items: list[tuple[int, set[int]]], room: int) -> None:
@@ -84,23 +99,34 @@ def test_packing_never_exceeds_the_room_nor_repeats_evidence(items: list[tuple[i
 
 
 def test_questions_about_the_order_of_events_are_recognised_in_english_and_chinese() -> None:
-    """Order, sequence, which came first, before or after, 先…还是先…, 先后, 之前还是之后 ask for the order of events;
-    an earlier state ("before?"), a thing's first ("her first job"), 先生 and the present do not."""
+    """Order, which came first, before or after, put in order, 先…还是先…, 先后, 之前还是之后 ask for the order of
+    events; an earlier state ("before?"), a thing's first ("her first job"), what happened at a time ("last summer",
+    "then"), an order one places, a DNA sequence, 先生, 先进, 祖先 and the present do not."""
     asks = ["In what order did Mia adopt the cat, move, and start the job?", "Which came first: the trip or the exam?",
             "Did Omar get the visa before or after the interview?", "What did she do first?",
             "Put these in order: the launch, the hire, the funding.", "王芳是先买房还是先结婚的？",
             "这三件事的先后顺序是什么？", "搬家是在换工作之前还是之后？"]
     not_asked = ["What was her first job?", "Where did Lena live before?", "Where does Lena live now?",
-                 "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?"]
+                 "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?",
+                 "What did you do last summer?", "What happened last night?", "What did she do then?",
+                 "First, where does Melanie live?", "Did she put in an order for pizza?", "Who finished first?",
+                 "Where did I put my order number?", "What was the DNA sequence she studied?", "Is this her first?",
+                 "What did she do after work?", "最先进的手机是哪款？", "哪个先进一些？", "先锋队最后怎么样了？",
+                 "他在先进制造公司工作之后去了哪里？", "先天性心脏病手术后恢复得怎么样？", "他的祖先后来怎样？",
+                 "他是谁先生？", "首先他去了哪", "优先处理什么", "立伟接下来计划参加什么比赛？"]
     assert all(sequence(q) for q in asks), [q for q in asks if not sequence(q)]
     assert not any(sequence(q) for q in not_asked), [q for q in not_asked if sequence(q)]
 
 
 def test_a_timeline_dates_each_entry_that_does_not_begin_with_its_date() -> None:
-    """On a timeline each entry is dated (unless its text begins with its date) under the timeline header."""
+    """On a timeline each entry is dated in one zone (UTC; unless its text begins with its date) under the timeline
+    header, so the dates read in order whatever zone each turn was said in."""
     dated = hit("a", "[Mon 8 May 2023]\nLena: we moved.", ["t1"])
     plain = hit("b", "Lena lives in Leuven.", ["t2"], kind="fact", day=3)
     text, _, kept = render([dated, plain], [], None, timeline=True)
     assert text.startswith(TIMELINE_HEADER)
     assert "[2023-05-11] Lena lives in Leuven." in text and "[2023-05-08] [Mon" not in text
     assert kept == [dated, plain]
+    east = timezone(timedelta(hours=9))
+    early = hit("e", "Event A.", ["t3"]).entry.model_copy(update={"turn_times": [datetime(2024, 5, 2, 1, tzinfo=east)]})
+    assert block(ScoredEntry(entry=early, score=1.0), timeline=True).startswith("[2024-05-01]")

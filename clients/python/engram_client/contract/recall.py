@@ -92,7 +92,8 @@ class RecalledEntry(BaseModel):
     topic: str | None = None
     keywords: list[str] = Field(default_factory=list)
     source_turn_ids: list[str] = Field(default_factory=list)
-    turn_times: list[AwareDatetime] = Field(default_factory=list)  # when each source turn was said (same order)
+    # When each of the entry's own turns was said (a merge's keeper lists more sources than its own turns)
+    turn_times: list[AwareDatetime] = Field(default_factory=list)
     conversation_id: str
     explanation: Explanation | None = None
 
