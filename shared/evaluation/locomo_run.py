@@ -7,13 +7,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client import MemoryClient
 from engram_client.contract import RecallRequest
 from shared.embedding import Bm25Encoder, Embedder
 from shared.evaluation import baselines, curve, locomo
 from shared.evaluation.latency import Percentiles, percentiles
 from shared.evaluation.machine import describe
 from shared.evaluation.scoring import Row, SystemScore, row, summarise
+from shared.evaluation.stories import publish_and_wait
 from shared.runtime import metrics
 from shared.settings import Settings
 from shared.store import EdgeStore
@@ -86,10 +87,7 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], settings: Se
                 progress(f"{name}: publishing {len(conversation.turns)} turns")
                 tokens_before = metrics.llm_tokens_by_purpose()
                 async with await client_for(tenant) as client:
-                    started = time.perf_counter()
-                    await publish_sessions(client, conversation.sessions)
-                    await wait_until_stored(client, conversation.turns, timeout_s=1800)
-                    seconds = time.perf_counter() - started
+                    seconds = await publish_and_wait(client, conversation.sessions)
                     report.ingest.append(Ingest(conversation=name, turns=len(conversation.turns), seconds=seconds,
                                                 turns_per_s=len(conversation.turns) / seconds))
                     progress(f"{name}: asking {len(conversation.scored())} questions at k={ks}")
@@ -138,10 +136,7 @@ async def run_curve(client_for: Callable[[str], Awaitable[MemoryClient]], settin
                 questions = conversation.scored()
                 progress(f"{name}: publishing {len(conversation.turns)} turns")
                 async with await client_for(f"curve-{name}-{run_id}") as client:
-                    started = time.perf_counter()
-                    await publish_sessions(client, conversation.sessions)
-                    await wait_until_stored(client, conversation.turns, timeout_s=1800)
-                    ingest_s += time.perf_counter() - started
+                    ingest_s += await publish_and_wait(client, conversation.sessions)
                     progress(f"{name}: asking {len(questions)} questions within budgets {list(budgets)}")
                     for budget in budgets:
                         rows = []

@@ -8,16 +8,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from engram_client import MemoryClient, publish_sessions, wait_until_stored
-from engram_client.contract import RecallRequest
+from engram_client import MemoryClient
+from engram_client.contract import RecalledEntry, RecallRequest
 from shared.embedding import Bm25Encoder, Embedder
 from shared.evaluation import baselines, curve
 from shared.evaluation.latency import percentiles
 from shared.evaluation.locomo_run import ENGRAM, ENGRAM_LABEL
 from shared.evaluation.machine import describe
 from shared.evaluation.multihop import Figures, Hit, Judged, QuestionType, Story, figures, judge
+from shared.evaluation.stories import publish_and_wait
 from shared.settings import Settings
-from shared.store import EdgeStore, Scope, ScoredEntry, Store
+from shared.store import EdgeStore, MemoryEntry, Scope, Store
 
 
 class MultihopReport(BaseModel):
@@ -53,20 +54,15 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Seq
     prefix = f"{run_id}-"
     report = MultihopReport(split=split, k=k, token_budget=token_budget, mode=mode)
     async with await client_for(f"multihop-{split}-{run_id}") as client:
-        started = time.perf_counter()
         sessions = [s for story in stories for s in story.turns(run_id)]
         progress(f"publishing {sum(len(s) for s in sessions)} turns of {len(stories)} stories")
-        await publish_sessions(client, sessions)
-        await wait_until_stored(client, [t for s in sessions for t in s], timeout_s=3600)
-        report.ingest_s = time.perf_counter() - started
+        report.ingest_s = await publish_and_wait(client, sessions, timeout_s=3600)
         progress(f"asking {sum(len(s.questions) for s in stories)} questions")
         for story in stories:
             for question in story.questions:
                 reply = await client.recall(RecallRequest(query=question.question, user_id=story.user_id(run_id),
                                                           k=k, token_budget=token_budget, mode=mode))
-                hits = [Hit(conversation_id=e.conversation_id.removeprefix(prefix), turn_ids=e.source_turn_ids,
-                            occurred_at=e.occurred_at) for e in reply.entries]
-                report.judged.append(judge(story, question, hits, reply.context_tokens))
+                report.judged.append(judge(story, question, _hits(reply.entries, prefix), reply.context_tokens))
     return summarise(report)
 
 
@@ -74,9 +70,10 @@ def _answer(j: Judged) -> curve.Answer:
     return curve.Answer(type=j.type, found=j.all_found, tokens=j.context_tokens, in_order=j.in_order)
 
 
-def _hits(entries: Sequence[ScoredEntry], prefix: str) -> list[Hit]:
-    return [Hit(conversation_id=h.entry.conversation_id.removeprefix(prefix), turn_ids=h.entry.source_turn_ids,
-                occurred_at=h.entry.occurred_at) for h in entries]
+def _hits(entries: Sequence[RecalledEntry | MemoryEntry], prefix: str) -> list[Hit]:
+    """Recalled (or a baseline's) entries as the judge reads them, the run's prefix taken off their conversations."""
+    return [Hit(conversation_id=e.conversation_id.removeprefix(prefix), turn_ids=e.source_turn_ids,
+                occurred_at=e.occurred_at) for e in entries]
 
 
 async def _baseline(store: Store, embedder: Embedder, bm25: Bm25Encoder, settings: Settings,
@@ -96,7 +93,7 @@ async def _baseline(store: Store, embedder: Embedder, bm25: Bm25Encoder, setting
             hits = await baselines.ranked(store, bm25, scope, baseline, question.question, dense, baselines.TOP,
                                           settings.rrf_k)
             for budget, (kept, tokens) in baselines.packed(hits, budgets, settings.tokenizer).items():
-                out[budget].append(judge(story, question, _hits(kept, f"{run_id}-"), tokens))
+                out[budget].append(judge(story, question, _hits([h.entry for h in kept], f"{run_id}-"), tokens))
     return out
 
 
@@ -110,12 +107,9 @@ async def run_curve(client_for: Callable[[str], Awaitable[MemoryClient]], storie
     judged: dict[tuple[str, int], list[Judged]] = {}
     latencies: list[float] = []
     async with await client_for(f"curve-multihop-{split}-{run_id}") as client:
-        started = time.perf_counter()
         sessions = [s for story in stories for s in story.turns(run_id)]
         progress(f"publishing {sum(len(s) for s in sessions)} turns of {len(stories)} stories")
-        await publish_sessions(client, sessions)
-        await wait_until_stored(client, [t for s in sessions for t in s], timeout_s=3600)
-        ingest_s = time.perf_counter() - started
+        ingest_s = await publish_and_wait(client, sessions, timeout_s=3600)
         progress(f"asking {sum(len(s.questions) for s in stories)} questions within budgets {list(budgets)}")
         for budget in budgets:
             for story in stories:
@@ -124,9 +118,8 @@ async def run_curve(client_for: Callable[[str], Awaitable[MemoryClient]], storie
                     reply = await client.recall(RecallRequest(query=question.question, user_id=story.user_id(run_id),
                                                               token_budget=budget, mode=mode))
                     latencies.append((time.perf_counter() - started) * 1e3)
-                    hits = [Hit(conversation_id=e.conversation_id.removeprefix(prefix), turn_ids=e.source_turn_ids,
-                                occurred_at=e.occurred_at) for e in reply.entries]
-                    judged.setdefault((ENGRAM, budget), []).append(judge(story, question, hits, reply.context_tokens))
+                    judged.setdefault((ENGRAM, budget), []).append(
+                        judge(story, question, _hits(reply.entries, prefix), reply.context_tokens))
     bm25 = Bm25Encoder(settings.bm25_language)
     with tempfile.TemporaryDirectory(prefix="engram-baselines-") as folder:
         store = EdgeStore.open(Path(folder), embedder.dim)

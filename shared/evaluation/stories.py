@@ -1,11 +1,16 @@
 """What the evaluation sets written as stories share: a story's turns, sessions and user as their authors wrote them,
-reading a set's JSON Lines, the one random split within each language, and run-scoped ids."""
+reading a set's JSON Lines, the one random split within each language, run-scoped ids, and an evaluation's ingest
+through NATS (any conversations)."""
 import random
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
+
+from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client.contract import Turn
 
 
 class StoryTurn(BaseModel):
@@ -73,3 +78,12 @@ def split_by_language(stories: Sequence[S], seed: int) -> tuple[list[S], list[S]
 def in_run(run: str | None, value: str) -> str:
     """An id of one run (`<run>-<id>`), so that runs never share them; the id as written without a run."""
     return f"{run}-{value}" if run else value
+
+
+async def publish_and_wait(client: MemoryClient, sessions: Sequence[Sequence[Turn]], timeout_s: float = 1800) -> float:
+    """Publish conversations' sessions through NATS as a product would, wait until every turn is recallable, and say
+    how many seconds that took (an evaluation's ingest)."""
+    started = time.perf_counter()
+    await publish_sessions(client, sessions)
+    await wait_until_stored(client, [t for s in sessions for t in s], timeout_s=timeout_s)
+    return time.perf_counter() - started

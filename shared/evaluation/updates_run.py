@@ -1,13 +1,13 @@
 """`engram eval updates`: publish every story of a half through NATS, consolidate, ask its questions, and score."""
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from engram_client import MemoryClient, publish_sessions, wait_until_stored
+from engram_client import MemoryClient
 from engram_client.contract import RecallRequest
 from shared.evaluation.machine import describe
+from shared.evaluation.stories import publish_and_wait
 from shared.evaluation.updates import (
     FactCheck,
     Figures,
@@ -76,12 +76,9 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Seq
     tenant = f"updates-{split}-{run_id}"
     report = UpdatesReport(split=split, k=k, mode=mode, consolidated=consolidate)
     async with await client_for(tenant) as client:
-        started = time.perf_counter()
         sessions = [s for story in stories for s in story.turns(run_id)]
         progress(f"publishing {sum(len(s) for s in sessions)} turns of {len(stories)} stories")
-        await publish_sessions(client, sessions)
-        await wait_until_stored(client, [t for s in sessions for t in s], timeout_s=1800)
-        report.ingest_s = time.perf_counter() - started
+        report.ingest_s = await publish_and_wait(client, sessions)
         if consolidate:
             progress("consolidating")
             await client.consolidate()

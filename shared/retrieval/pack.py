@@ -37,12 +37,13 @@ def evidence(hit: ScoredEntry) -> Evidence:
     return frozenset((entry.conversation_id, t) for t in own)
 
 
-def _shortest_of_each(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int]) -> list[ScoredEntry]:
-    """The hits in rank order, each group with the same evidence reduced to its shortest, at the group's best rank."""
+def _shortest_of_each(hits: list[ScoredEntry], cost: dict[str, int]) -> list[ScoredEntry]:
+    """The hits in rank order, each group with the same evidence reduced to its shortest (`cost` by entry id), at the
+    group's best rank."""
     best: dict[Evidence, ScoredEntry] = {}
     for hit in hits:
         held = evidence(hit)
-        if held and (held not in best or cost(hit) < cost(best[held])):
+        if held and (held not in best or cost[hit.entry.id] < cost[best[held].entry.id]):
             best[held] = hit
     out, seen = [], set()
     for hit in hits:
@@ -64,11 +65,12 @@ def pack(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int], room: int)
             When the best entry does not fit, it alone is returned (the context shortens it rather than drop the
             best memory); with no room at all, nothing.
     """
-    ranked = _shortest_of_each(hits, cost)
-    if not ranked or room <= 0:
-        return Packed([], *_left(ranked, set(), [cost(h) for h in ranked], [evidence(h) for h in ranked]))
+    tokens = {h.entry.id: cost(h) for h in hits}  # each entry's cost counted once
+    ranked = _shortest_of_each(hits, tokens)
     held_by = [evidence(h) for h in ranked]
-    costs = [cost(h) for h in ranked]
+    costs = [tokens[h.entry.id] for h in ranked]
+    if not ranked or room <= 0:
+        return Packed([], *_left(ranked, set(), costs, held_by))
     if costs[0] > room:
         return Packed([ranked[0]], *_left(ranked, {0}, costs, held_by))
     packed: set[int] = set()
