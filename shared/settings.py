@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     second_hop_seeds: int = Field(default=5, ge=0, le=50)
     second_hop_weight: float = Field(default=0.8, ge=0.0, le=2.0)
     second_hop_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    # Excerpts (shared/retrieval/excerpt.py): under a token budget, the best hits stay whole while they take at most
+    # excerpt_whole_share of the room; every episode after them is cut to the turns of the speakers the question names,
+    # so the budget holds more distinct evidence.
+    # false: entries always whole.
+    excerpts: bool = True
+    excerpt_whole_share: float = Field(default=0.25, ge=0.0, le=1.0)
     # Current by default (shared/retrieval/currency.py): hits of the top k whose fused score is at least
     # 1 - recency_band of the best episode's are about the same thing; for a question about the present, newer
     # evidence among them gains up to recency_weight (recency_tense_weight when only the tense, no time word such

@@ -2,11 +2,13 @@
 that fits both the token budget and the broker's reply size."""
 import asyncio
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
 from engram_client.contract import Explanation, PlannedTime, RecallPlan, RecallRequest, RecallResponse, Turn
 from shared.retrieval import render as rendering
 from shared.retrieval.deep import deep_search
+from shared.retrieval.excerpt import excerpts
 from shared.retrieval.fit import fit_recall
 from shared.retrieval.pack import Packed, pack
 from shared.retrieval.plan import QueryPlan
@@ -22,13 +24,24 @@ def _matched_terms(text: str, terms: list[str]) -> list[str]:
     return [t for t in terms if t in lowered]
 
 
-def chosen(searched: Searched, request: RecallRequest, encoding: str,
-           reserve: int = 0) -> tuple[list[ScoredEntry], Packed | None]:
-    """The hits a reply holds, in rank order: the first `limit` ranked, packed into the token budget less `reserve`
-    (what the recent turns and their summary will take) when there is a budget (pack.py)."""
+@dataclass(frozen=True)
+class Chosen:
+    """The hits a reply holds, in rank order; how they were packed (with a budget); the ids of those cut to the turns
+    the question is about (excerpt.py)."""
+
+    hits: list[ScoredEntry]
+    packed: Packed | None = None
+    excerpts: frozenset[str] = frozenset()
+
+
+def chosen(searched: Searched, request: RecallRequest, encoding: str, reserve: int = 0,
+           whole_share: float | None = None) -> Chosen:
+    """The first `limit` ranked hits, packed into the token budget less `reserve` (what the recent turns and their
+    summary will take) when there is a budget (pack.py); with `whole_share`, the best hits stay whole while they
+    take at most that share of it, and the episodes after them are cut to the turns the question is about."""
     hits = searched.hits[:request.limit]
     if request.token_budget is None:
-        return hits, None
+        return Chosen(hits)
     timeline = searched.plan.sequence is not None
     separator = tokens.count("\n\n", encoding)
     header = rendering.TIMELINE_HEADER if timeline else rendering.MEMORIES_HEADER
@@ -36,8 +49,12 @@ def chosen(searched: Searched, request: RecallRequest, encoding: str,
     def cost(hit: ScoredEntry) -> int:
         return tokens.count(rendering.block(hit, timeline), encoding) + separator
 
-    packed = pack(hits, cost, request.token_budget - tokens.count(header, encoding) - reserve)
-    return packed.hits, packed
+    room = request.token_budget - tokens.count(header, encoding) - reserve
+    cut: frozenset[str] = frozenset()
+    if whole_share is not None:
+        hits, cut = excerpts(hits, searched.plan, cost, int(room * whole_share))
+    packed = pack(hits, cost, room)
+    return Chosen(packed.hits, packed, cut)
 
 
 def reserved(recent: list[Turn], summary: str | None, budget: int | None, encoding: str) -> int:
@@ -81,8 +98,11 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     summary = summary if request.include_working_memory else None
     encoding = retrieval.settings.tokenizer
     # Counting tokens and packing are CPU work: off the event loop, as recall.py says why.
-    hits, packed = await asyncio.to_thread(chosen, searched, request, encoding,
-                                           reserved(recent, summary, request.token_budget, encoding))
+    settings = retrieval.settings
+    picked = await asyncio.to_thread(chosen, searched, request, encoding,
+                                     reserved(recent, summary, request.token_budget, encoding),
+                                     settings.excerpt_whole_share if settings.excerpts else None)
+    hits, packed = picked.hits, picked.packed
     timeline = query_plan.sequence is not None
     in_time = [f"oldest first: the question asks for the order of events ({query_plan.sequence})"] if timeline else []
     shown_plan = plan_view(query_plan, request, searched) if request.explain else None
@@ -98,7 +118,7 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
             filters=[f"tenant = {tenant}", *applied], boosts=boosts.get(h.entry.id, []),
             ordering=[*searched.ordering.get(h.entry.id, []), *in_time],
             hop=2 if h.entry.id in searched.hops else 1, via=searched.hops.get(h.entry.id, []),
-        ) if request.explain else None) for h in kept]
+        ) if request.explain else None, excerpt=h.entry.id in picked.excerpts) for h in kept]
         return RecallResponse(entries=entries, working_memory=recent, working_memory_summary=summary,
                               context=context, context_tokens=context_tokens, timings_ms=timings,
                               deep=trace if request.explain else None, plan=shown_plan,

@@ -12,7 +12,8 @@ from engram_client.contract import EntryView, Explanation, RecalledEntry
 from shared.store import MemoryEntry, ScoredEntry
 
 _VIEW_FIELDS = tuple(EntryView.model_fields)
-_RECALLED_FIELDS = tuple(name for name in RecalledEntry.model_fields if name not in ("score", "explanation"))
+_RECALLED_FIELDS = tuple(name for name in RecalledEntry.model_fields
+                         if name not in ("score", "explanation", "excerpt"))
 
 
 def _shared(entry: MemoryEntry, names: tuple[str, ...]) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def entry_view(entry: MemoryEntry) -> EntryView:
     return EntryView.model_construct(**_shared(entry, _VIEW_FIELDS))
 
 
-def recalled_entry(hit: ScoredEntry, explanation: Explanation | None = None) -> RecalledEntry:
-    """A hit as a recall returns it."""
+def recalled_entry(hit: ScoredEntry, explanation: Explanation | None = None, excerpt: bool = False) -> RecalledEntry:
+    """A hit as a recall returns it (`excerpt`: its entry is cut to some of its turns, shared/retrieval/excerpt.py)."""
     return RecalledEntry.model_construct(**_shared(hit.entry, _RECALLED_FIELDS), score=hit.score,
-                                         explanation=explanation)
+                                         excerpt=excerpt, explanation=explanation)

@@ -1,10 +1,11 @@
 """Recall by budget, the second hop and time order on the plain-function path (real embedder, real store): a budget
 alone packs the best entries that fit and says what did not; a question about the order of events gets a dated
 timeline, oldest first; a link from a first hit brings an entry the query alone did not reach; `explain` shows the
-one plan every step used."""
+one plan every step used; entries after the best few are cut to the turns the question is about."""
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from engram_client.contract import RecallRequest
+from engram_client.contract import RecallRequest, RecallResponse
 from shared.ingest import windows
 from shared.ingest.writer import memorize
 from shared.retrieval import recall
@@ -119,3 +120,32 @@ async def test_explain_shows_the_one_plan_and_which_hop_brought_each_entry(memor
     assert later.dense_rank is None and later.sparse_rank is None  # ranked by another search than the first pass
     assert all(x.hop == 1 and not x.via for c, x in by_conversation.items() if c != "later")
     assert tokens.count(reply.context) == reply.context_tokens
+
+
+async def test_a_budget_holds_more_of_what_the_question_is_about_as_excerpts(memory: Memory) -> None:
+    """Asked what Ana did, within a budget, the entries after the best few are cut to Ana's turns: each says it is
+    an excerpt, reports only Ana's turns and holds no line of Bo's, and the budget then holds more of Ana's turns
+    than whole entries do; with excerpts off every entry is whole."""
+    tenant = unique("t")
+    lines = []
+    for i in range(12):
+        lines += [("Ana", f"On trip {i} I hiked up peak number {i} and camped by lake {i}."),
+                  ("Bo", f"That sounds like a wonderful hike, tell me more about the lake number {i} and the weather.")]
+    turns = conversation(lines, user_id="u1")
+    await memorize(memory.writer, windows.split(tenant, turns, 4))
+    said_by = {t.turn_id: t.speaker for t in turns}
+    request = RecallRequest(query="Which peaks has Ana hiked?", token_budget=400)
+    cut = await recall(memory.retrieval, tenant, request)
+    excerpts = [e for e in cut.entries if e.excerpt]
+    assert excerpts and not cut.entries[0].excerpt and cut.context_tokens <= 400
+    for entry in excerpts:
+        assert {said_by[t] for t in entry.source_turn_ids} == {"Ana"} and "Bo:" not in entry.text
+        assert len(entry.turn_times) == len(entry.source_turn_ids)
+    whole_only = replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(update={"excerpts": False}))
+    whole = await recall(whole_only, tenant, request)
+    assert not any(e.excerpt for e in whole.entries)
+
+    def anas(reply: RecallResponse) -> set[str]:
+        return {t for e in reply.entries for t in e.source_turn_ids if said_by[t] == "Ana"}
+
+    assert len(anas(cut)) > len(anas(whole))

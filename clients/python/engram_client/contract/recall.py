@@ -95,6 +95,9 @@ class RecalledEntry(BaseModel):
     # When each of the entry's own turns was said (a merge's keeper lists more sources than its own turns)
     turn_times: list[AwareDatetime] = Field(default_factory=list)
     conversation_id: str
+    # True when a budget cut the entry to the turns the question is about: `text`, `source_turn_ids` and
+    # `turn_times` are those turns' (the whole entry is read by its id from the entries subject)
+    excerpt: bool = False
     explanation: Explanation | None = None
 
 

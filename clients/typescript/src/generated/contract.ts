@@ -737,6 +737,7 @@ export interface RecalledEntry {
   source_turn_ids: string[];
   turn_times: string[];
   conversation_id: string;
+  excerpt: boolean;
   explanation: Explanation | null;
 }
 /**
