@@ -75,6 +75,21 @@ def load(path: Path) -> list[Story]:
     return load_lines(path, Story)
 
 
+def crowded(stories: Sequence[Story], size: int) -> list[Story]:
+    """The stories with every `size` of one language (in id order) under one user, the first's: each question then
+    searches `size` people's memories, its own story's among the others' (a harder variant of the same set, with the
+    same questions and evidence; size 1 leaves the stories as they are)."""
+    if size < 1:
+        raise ValueError(f"a crowd holds at least one story, not {size}")
+    out: list[Story] = []
+    for _, same in itertools.groupby(sorted(stories, key=lambda s: (s.language, s.id)), key=lambda s: s.language):
+        group = list(same)
+        for start in range(0, len(group), size):
+            crowd = group[start:start + size]
+            out += [story.model_copy(update={"user": crowd[0].user}) for story in crowd]
+    return out
+
+
 def split_path(split: Split, folder: Path = DATA_DIR) -> Path:
     """Where a half of the set is."""
     return folder / f"{split}.jsonl"

@@ -29,6 +29,7 @@ class MultihopReport(BaseModel):
     k: int | None = None  # None: the budget alone decides how many entries
     token_budget: int | None = 2000
     mode: str = "fast"
+    crowd: int = 1  # stories a user (multihop.crowded)
     ingest_s: float = 0.0
     overall: Figures = Field(default_factory=Figures)
     by_type: dict[str, Figures] = Field(default_factory=dict)            # multi_hop, ordering, single_hop

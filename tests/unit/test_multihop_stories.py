@@ -2,6 +2,8 @@
 drawn, and the judge counts evidence and order as the issue defines them."""
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from shared.evaluation import multihop
 from shared.evaluation.multihop import Hit, Key, Question, Story, judge
 
@@ -60,3 +62,23 @@ def test_the_judge_needs_every_evidence_turn_and_the_events_in_order() -> None:
     assert half.found == 1 and half.first_found and not half.all_found and half.in_order is False
     figures = multihop.figures([right, half])
     assert figures.all_evidence == 0.5 and figures.turn_recall == 0.75 and figures.in_order == 0.5
+
+
+def test_the_crowded_variant_puts_every_few_stories_of_a_language_under_one_user() -> None:
+    """Crowds of 4: each story keeps its sessions and questions, shares its user with at most three others of its
+    language and with none of the other language; a crowd of 1 is the set as it is; a crowd of 0 is refused."""
+    test = HALVES["test"]
+    crowded = multihop.crowded(test, 4)
+    assert sorted(s.id for s in crowded) == sorted(s.id for s in test)
+    by_id = {s.id: s for s in test}
+    users: dict[str, set[str]] = {}
+    for story in crowded:
+        assert story.sessions == by_id[story.id].sessions and story.questions == by_id[story.id].questions
+        users.setdefault(story.user.user_id, set()).add(story.id)
+    for ids in users.values():
+        assert 1 <= len(ids) <= 4 and len({by_id[i].language for i in ids}) == 1
+    assert sum(len(ids) == 4 for ids in users.values()) >= len(test) // 4 - 2
+    assert [s.user for s in sorted(multihop.crowded(test, 1), key=lambda s: s.id)] == \
+           [s.user for s in sorted(test, key=lambda s: s.id)]
+    with pytest.raises(ValueError, match="at least one"):
+        multihop.crowded(test, 0)
