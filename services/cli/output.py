@@ -26,7 +26,8 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
                 text += "\n[dim]" + escape("\n".join(f"order: {why}" for why in x.ordering)) + "[/dim]"
             if x.hop == 2:
                 text += "\n[dim]" + escape("\n".join(f"second hop: {why}" for why in x.via)) + "[/dim]"
-        table.add_row(str(i), f"{entry.score:.3f}", text, ", ".join(entry.source_turn_ids))
+        sources = ", ".join(entry.source_turn_ids) + ("\n[dim](excerpt)[/dim]" if entry.excerpt else "")
+        table.add_row(str(i), f"{entry.score:.3f}", text, sources)
     console.print(table)
     t = reply.timings_ms
     console.print(f"[dim]{len(reply.entries)} entries, context {reply.context_tokens} tokens, "

@@ -40,6 +40,7 @@ class Memory(BaseModel):
     text: str
     occurred_at: datetime
     conversation_id: str
+    excerpt: bool = False  # recall cut it to the turns of the person asked about; list_entries shows it whole
 
 
 class Recalled(BaseModel):
@@ -83,7 +84,7 @@ def build_app(client: MemoryClient, user_id: str, conversation_id: str, *, speak
 
     def memory(entry: Any) -> Memory:
         return Memory(id=entry.id, kind=entry.kind, text=entry.text, occurred_at=entry.occurred_at,
-                      conversation_id=entry.conversation_id)
+                      conversation_id=entry.conversation_id, excerpt=getattr(entry, "excerpt", False))
 
     @server.tool(annotations=READ_ONLY)
     @tool_errors
