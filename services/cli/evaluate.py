@@ -124,20 +124,27 @@ async def _curve_locomo(settings: Settings, files: list[Path], budgets: list[int
     _write_curve(result, out, "curve")
 
 
-def _crowd_name(split: str, crowd: int) -> str:
-    return split if crowd == 1 else f"{split}-crowd{crowd}"
+def _variant(split: str, crowd: int, distract: bool) -> str:
+    return split + ("-distractors" if distract else "") + (f"-crowd{crowd}" if crowd > 1 else "")
+
+
+def _stories(split: multihop.Split, crowd: int, distract: bool) -> list[multihop.Story]:
+    stories = multihop.load(multihop.split_path(split))
+    if distract:
+        stories = multihop.with_distractors(stories, multihop.load_distractors(multihop.distractors_path(split)))
+    return multihop.crowded(stories, crowd)
 
 
 async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: list[int], mode: str, crowd: int,
-                          out: Path) -> None:
-    stories = multihop.crowded(multihop.load(multihop.split_path(split)), crowd)
+                          distract: bool, out: Path) -> None:
+    stories = _stories(split, crowd, distract)
     embedder = open_embedder(settings)
     try:
         result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run_curve(
             client_for, stories, split, budgets, mode, embedder, settings, progress=_progress))
     finally:
         await embedder.close()
-    _write_curve(result, out, f"multihop-{_crowd_name(split, crowd)}-curve")
+    _write_curve(result, out, f"multihop-{_variant(split, crowd, distract)}-curve")
 
 
 async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
@@ -199,13 +206,13 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
 
 
 async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int | None, budget: int | None,
-                         crowd: int, out: Path) -> None:
-    stories = multihop.crowded(multihop.load(multihop.split_path(split)), crowd)
+                         crowd: int, distract: bool, out: Path) -> None:
+    stories = _stories(split, crowd, distract)
     result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run(
         client_for, stories, split, k=k, token_budget=budget, mode=mode, progress=_progress))
-    result = result.model_copy(update={"crowd": crowd})
-    crowded = f", {crowd} stories a user" if crowd > 1 else ""
-    table = Table(title=f"multi-session stories, {split} half{crowded}: k={k or 'as many as fit'}, "
+    result = result.model_copy(update={"crowd": crowd, "distractors": distract})
+    variant = (", with distractors" if distract else "") + (f", {crowd} stories a user" if crowd > 1 else "")
+    table = Table(title=f"multi-session stories, {split} half{variant}: k={k or 'as many as fit'}, "
                         f"token budget {budget}")
     for column in ("questions", "group", "all evidence", "any evidence", "turn recall", "in order", "context tokens"):
         table.add_column(column, justify="left" if column == "group" else "right")
@@ -216,7 +223,7 @@ async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k
                       f"{f.mean_context_tokens:.0f}")
     console.print(table)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"multihop-{_crowd_name(split, crowd)}.json"
+    path = out / f"multihop-{_variant(split, crowd, distract)}.json"
     path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
     console.print(f"wrote {path}")
 
@@ -233,9 +240,12 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
                   crowd: int = typer.Option(1, "--crowd", min=1, max=10,
                                             help="stories a user: every N stories of a language under one user, "
                                                  "each question's own among the others' (a harder variant)"),
+                  distract: bool = typer.Option(False, "--distractors",
+                                                help="add each story's distractor sessions (same user, same "
+                                                     "people and words, answering nothing): a harder variant"),
                   out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
-                                           help="folder for multihop-<split>[-crowd<N>].json "
-                                                "(multihop-<split>[-crowd<N>]-curve.* with --budgets)")) -> None:
+                                           help="folder for multihop-<split>[-distractors][-crowd<N>].json "
+                                                "(…-curve.* with --budgets)")) -> None:
     """Publish the multi-session stories through NATS and ask their multi-hop, ordering and single-hop questions:
     all-evidence turn recall within the budget, and ordering questions answered in chronological order."""
     curve_budgets = parse_budgets(budgets, k=k)
@@ -244,7 +254,7 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
         raise typer.Exit(2)
     settings = load_settings()
     if curve_budgets:
-        run(_curve_multihop(settings, split, curve_budgets, mode, crowd, out))  # type: ignore[arg-type]
+        run(_curve_multihop(settings, split, curve_budgets, mode, crowd, distract, out))  # type: ignore[arg-type]
         return
     # With a budget and no -k the budget alone decides how many entries (RecallRequest.limit); without one, 10.
-    run(_eval_multihop(settings, split, mode, k, budget, crowd, out))  # type: ignore[arg-type]
+    run(_eval_multihop(settings, split, mode, k, budget, crowd, distract, out))  # type: ignore[arg-type]

@@ -75,6 +75,49 @@ def load(path: Path) -> list[Story]:
     return load_lines(path, Story)
 
 
+class Distractors(BaseModel):
+    """More chats of a story's user that a search for its questions also finds but that answer none of them (hard
+    negatives: the same people, places and words), written after the split by an author who had not read engram's
+    code: the `--distractors` variant."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    story: str
+    sessions: list[Session]
+
+
+def distractors_path(split: Split, folder: Path = DATA_DIR) -> Path:
+    """Where a half's distractor sessions are."""
+    return folder / f"distractors-{split}.jsonl"
+
+
+def load_distractors(path: Path) -> list[Distractors]:
+    """The distractor sessions of a JSON Lines file, a story's on each line."""
+    return load_lines(path, Distractors)
+
+
+def with_distractors(stories: Sequence[Story], distractors: Sequence[Distractors]) -> list[Story]:
+    """Each story with its distractor sessions added (its questions and evidence unchanged).
+
+    Raises:
+        ValueError: a story without distractors, distractors of no story, or a distractor session whose
+            conversation id is one of the story's own.
+    """
+    by_story = {d.story: d for d in distractors}
+    missing = sorted({s.id for s in stories} ^ set(by_story))
+    if missing:
+        raise ValueError(f"distractors and stories do not match: {missing[:5]}")
+    out = []
+    for story in stories:
+        own = {s.conversation_id for s in story.sessions}
+        added = by_story[story.id].sessions
+        clash = own & {s.conversation_id for s in added}
+        if clash:
+            raise ValueError(f"{story.id}: distractor sessions reuse the story's conversations {sorted(clash)}")
+        out.append(story.model_copy(update={"sessions": [*story.sessions, *added]}))
+    return out
+
+
 def crowded(stories: Sequence[Story], size: int) -> list[Story]:
     """The stories with every `size` of one language (in id order) under one user, the first's: each question then
     searches `size` people's memories, its own story's among the others' (a harder variant of the same set, with the

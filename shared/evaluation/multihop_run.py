@@ -30,6 +30,7 @@ class MultihopReport(BaseModel):
     token_budget: int | None = 2000
     mode: str = "fast"
     crowd: int = 1  # stories a user (multihop.crowded)
+    distractors: bool = False  # each story with its distractor sessions (multihop.with_distractors)
     ingest_s: float = 0.0
     overall: Figures = Field(default_factory=Figures)
     by_type: dict[str, Figures] = Field(default_factory=dict)            # multi_hop, ordering, single_hop

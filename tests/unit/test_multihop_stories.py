@@ -82,3 +82,18 @@ def test_the_crowded_variant_puts_every_few_stories_of_a_language_under_one_user
            [s.user for s in sorted(test, key=lambda s: s.id)]
     with pytest.raises(ValueError, match="at least one"):
         multihop.crowded(test, 0)
+
+
+def test_distractor_sessions_are_added_to_their_story_and_nothing_else() -> None:
+    """A story's distractor sessions come after its own, its questions unchanged; distractors of an unknown story,
+    a story without any, or a session reusing one of the story's conversations are refused."""
+    story = HALVES["dev"][0]
+    extra = [s.model_copy(update={"conversation_id": f"{story.id}-d{i}"}) for i, s in enumerate(story.sessions[:2])]
+    added = multihop.with_distractors([story], [multihop.Distractors(story=story.id, sessions=extra)])
+    assert added[0].sessions == [*story.sessions, *extra] and added[0].questions == story.questions
+    with pytest.raises(ValueError, match="do not match"):
+        multihop.with_distractors([story], [multihop.Distractors(story="elsewhere", sessions=extra)])
+    with pytest.raises(ValueError, match="do not match"):
+        multihop.with_distractors([story], [])
+    with pytest.raises(ValueError, match="reuse"):
+        multihop.with_distractors([story], [multihop.Distractors(story=story.id, sessions=story.sessions[:1])])
