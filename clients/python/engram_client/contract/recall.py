@@ -96,7 +96,7 @@ class RecalledEntry(BaseModel):
     turn_times: list[AwareDatetime] = Field(default_factory=list)
     conversation_id: str
     # True when a budget cut the entry to the turns the question is about: `text`, `source_turn_ids` and
-    # `turn_times` are those turns' (the whole entry is read by its id from the entries subject)
+    # `turn_times` are those turns' (the whole entry: `entries` op "get" by its id, or a recall without a budget)
     excerpt: bool = False
     explanation: Explanation | None = None
 
