@@ -4,6 +4,7 @@ from typing import Protocol
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from engram_client.contract import EntryKind, Turn
+from shared.store.model import TurnLines
 
 
 class Window(BaseModel):
@@ -59,6 +60,7 @@ class Draft(BaseModel):
     topic: str | None = None
     occurred_at: AwareDatetime
     source_turn_ids: list[str] = Field(min_length=1)
+    turn_lines: list[TurnLines] = Field(default_factory=list)  # an episode written line by line: where each turn is
     importance: float = 0.5
     slot: Slot | None = None  # facts only
 

@@ -8,7 +8,7 @@ from shared.compress.choose import compression
 from shared.embedding import EMBED_CHARS, Bm25Encoder, OnDemandEmbedder
 from shared.llm import LlmClient
 from shared.settings import Settings
-from shared.store import Vectors
+from shared.store import TurnLines, Vectors
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Episode:
     location: str | None
     topic: str | None
     vectors: Vectors
+    turn_lines: list[TurnLines]
 
 
 @dataclass
@@ -43,5 +44,5 @@ class Rederive:
         sparse = Bm25Encoder(self.settings.bm25_language)
         dense = (await self.embedder.get().passages([draft.text[:EMBED_CHARS]]))[0]
         return Episode(text=draft.text, keywords=draft.keywords, persons=draft.persons, entities=draft.entities,
-                       location=draft.location, topic=draft.topic,
+                       location=draft.location, topic=draft.topic, turn_lines=draft.turn_lines,
                        vectors=Vectors(dense=dense, sparse=sparse.document(draft.text)))

@@ -182,7 +182,8 @@ async def _rewrite(store: Store, entry: MemoryEntry, traces: Traces, sources: di
     names = {t.user_id: t.speaker for t in kept if t.user_id is not None}
     update: dict[str, object] = {
         "text": episode.text, "location": episode.location, "topic": episode.topic, "updated_at": now,
-        "speaker_ids": sorted(names), "speaker_names": names, "turn_times": [t.ts for t in kept]}
+        "speaker_ids": sorted(names), "speaker_names": names, "turn_times": [t.ts for t in kept],
+        "turn_lines": episode.turn_lines}
     if entry.unmerged is not None:  # a keeper: its own lists change; the unions are rebuilt from them (merge.py)
         update["unmerged"] = {**entry.unmerged, **lists}
     else:

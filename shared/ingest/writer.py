@@ -101,7 +101,8 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
                 persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
                 occurred_at=draft.occurred_at, created_at=now, updated_at=now,
                 source_turn_ids=draft.source_turn_ids, speaker_ids=speaker_ids,
-                turn_times=turn_times(draft.source_turn_ids, by_turn), speaker_names=speaker_names,
+                turn_times=turn_times(draft.source_turn_ids, by_turn), turn_lines=draft.turn_lines,
+                speaker_names=speaker_names,
                 importance=draft.importance,
                 subject=slot.subject if slot else None, attribute=slot.attribute if slot else None,
                 value=slot.value if slot else None, slot_key=slot.key if slot else None))

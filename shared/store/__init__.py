@@ -18,6 +18,7 @@ from shared.store.model import (
     ScoredEntry,
     SparseVector,
     StoredEntry,
+    TurnLines,
     Vectors,
     entry_id,
 )
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from shared.store.remote import ClientStore
 
 __all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "HybridSearch", "MemoryEntry", "Page",
-           "Scope", "ScoredEntry", "SparseVector", "Store", "StoredEntry", "Vectors", "all_entries", "entry_id",
-           "open_store", "pages"]
+           "Scope", "ScoredEntry", "SparseVector", "Store", "StoredEntry", "TurnLines", "Vectors", "all_entries",
+           "entry_id", "open_store", "pages"]
 
 
 async def open_store(settings: Settings, dense_dim: int) -> Store:

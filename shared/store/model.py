@@ -29,6 +29,18 @@ def entry_id(tenant: str, conversation_id: str, source_turn_ids: Iterable[str], 
     return str(uuid.uuid5(_ID_NAMESPACE, key))
 
 
+class TurnLines(BaseModel):
+    """Where one turn of an episode is in its text: its speaker, and its first and last line (indices into
+    `text.split("\\n")`; a turn's text may run over several lines). The lines no turn holds are the episode's own: a
+    day's header, the quoted turn before the window."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    speaker: str
+    first: int = Field(ge=0)
+    last: int = Field(ge=0)
+
+
 class MemoryEntry(BaseModel):
     """One memory entry: the payload of one Qdrant point. What the wire shows of it is in shared.retrieval.views."""
 
@@ -54,6 +66,9 @@ class MemoryEntry(BaseModel):
     # When each of the entry's own turns was said, in its order (a merge does not widen it; empty for entries written
     # before engram kept it): a question about the order of events is answered in this order.
     turn_times: list[AwareDatetime] = Field(default_factory=list)
+    # Where each of those turns is in `text`, as the compressor wrote it (episodes only; empty for entries written
+    # before engram kept it): what a recall under a budget cuts an excerpt by (shared/retrieval/excerpt.py).
+    turn_lines: list[TurnLines] = Field(default_factory=list)
     # Whose words the entry holds: the user id of every turn it was made from or could quote (a window's context),
     # so that forgetting a user finds the entries others own that hold their words; and the names they spoke
     # under, by user id, so that facts stated about them under that name are found too.

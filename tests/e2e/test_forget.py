@@ -123,10 +123,12 @@ def spoken(lines: list[tuple[str, str, str]], conversation_id: str) -> list[Turn
 
 
 def trace_of(entry: MemoryEntry, texts: list[str], turn_ids: set[tuple[str, str]]) -> list[str]:
-    """What of Ana's an entry still holds: a sentence of hers, her speaker id or name, one of her source turns."""
+    """What of Ana's an entry still holds: a sentence of hers, her speaker id or name, one of her source turns, where
+    a turn of hers was in its text."""
     found = [text for text in texts if text.casefold() in " ".join(entry.text.split()).casefold()]
     found += [f"speaker {u}" for u in entry.speaker_ids if u == "ana"] + list(entry.speaker_names.get("ana", ""))[:1]
     found += [f"turn {t}" for t in entry.source_turn_ids if (entry.conversation_id, t) in turn_ids]
+    found += [f"turn lines of {s.speaker}" for s in entry.turn_lines if s.speaker == "Ana"]
     return found
 
 
@@ -176,3 +178,8 @@ async def test_a_user_forgotten_leaves_no_word_in_entries_others_own_and_the_rec
         kept = " ".join(" ".join(e.text.split()) for e in after.values())
         assert all(text in kept for text in bo_words), kept
         assert all(e.user_id != "ana" for e in after.values())
+        for entry in (after[i] for i in changed if after[i].kind == "episodic"):  # written again, turn lines too
+            own = entry.unmerged["source_turn_ids"] if entry.unmerged is not None else entry.source_turn_ids
+            assert len(entry.turn_lines) == len(own), entry
+            lines = entry.text.split("\n")
+            assert all(lines[s.first].startswith(f"{s.speaker}: ") for s in entry.turn_lines), entry

@@ -1,114 +1,157 @@
-"""Excerpts: under a budget, an episode after the best few is cut to the turns the question is about, and then
-holds (and reports) only those turns; what cannot be read line by line is never cut."""
+"""Excerpts: under a budget, an episode after the best few is cut to the turns of the speakers the question names,
+and then holds (and reports) exactly those turns; what the compressor did not say where each turn is, is never cut.
+Entries are written by the real compressors (the offline one and the plain fallback), as the writer stores them."""
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engram_client.contract import Turn
+from shared.compress import OfflineCompressor, Window
+from shared.compress.plain import plain_episode
 from shared.retrieval.excerpt import about, cut, excerpts
 from shared.retrieval.plan import plan
-from shared.store import MemoryEntry, ScoredEntry
+from shared.store import MemoryEntry, ScoredEntry, TurnLines
 from shared.text import tokens
 
 T0 = datetime(2023, 5, 8, 14, 0, tzinfo=UTC)
 NOW = datetime(2023, 9, 1, tzinfo=UTC)
-WINDOW = "\n".join([
-    "[Mon 8 May 2023]",
-    "Caroline: I went to a support group yesterday (7 May 2023).",
-    "Melanie: That sounds powerful. How did it go?",
-    "Caroline: Really well, everyone was kind.",
-    "[Tue 9 May 2023]",
-    "Melanie: I signed up for a pottery class today.",
-])
-TURNS = ["D1:1", "D1:2", "D1:3", "D2:1"]
+CHAT = [("Caroline", "I went to a support group and it was powerful."),
+        ("Melanie", "That sounds powerful. How did it go?"),
+        ("Caroline", "Really well, everyone was kind."),
+        ("Melanie", "I signed up for a pottery class today.")]
 
 
-def entry(text: str = WINDOW, turns: list[str] | None = None, **extra: object) -> MemoryEntry:
-    ids = TURNS if turns is None else turns
-    return MemoryEntry(id="e", tenant_id="t", conversation_id="c", text=text, occurred_at=T0, created_at=T0,
-                       updated_at=T0, source_turn_ids=ids, persons=["Caroline", "Melanie"],
-                       turn_times=[T0 + timedelta(minutes=i) for i in range(len(ids))], **extra)  # type: ignore[arg-type]
+def turns(spec: list[tuple[str, str]], step: timedelta = timedelta(minutes=1),
+          start: datetime = T0) -> list[Turn]:
+    """Turns of one conversation, `step` apart."""
+    return [Turn(conversation_id="c", turn_id=f"t{i}", speaker=speaker, role="user", text=text, ts=start + step * i)
+            for i, (speaker, text) in enumerate(spec)]
 
 
-def test_a_question_naming_a_speaker_keeps_that_speakers_turns_under_their_dates() -> None:
-    """"What has Melanie done?" keeps Melanie's two turns, each under its own day's header, with their ids and
-    times; Caroline's turns are gone from the text and from the turns it reports."""
-    whole = entry()
-    turns = about(whole, plan("What activities has Melanie done?", NOW))
-    assert turns == {1, 3}
-    part = cut(whole, turns)
-    assert part.text == ("[Mon 8 May 2023]\nMelanie: That sounds powerful. How did it go?\n"
-                         "[Tue 9 May 2023]\nMelanie: I signed up for a pottery class today.")
-    assert part.source_turn_ids == ["D1:2", "D2:1"]
-    assert part.turn_times == [whole.turn_times[1], whole.turn_times[3]]
-    assert "Caroline" not in part.text
+def episode(said: list[Turn], plain: bool = False, context: list[Turn] | None = None) -> MemoryEntry:
+    """The window's episode as the writer stores it."""
+    window = Window(tenant_id="t", conversation_id="c", turns=said, context=context or [])
+    draft = plain_episode(window) if plain else OfflineCompressor().compress_sync(window)[0]
+    return MemoryEntry(id="e", tenant_id="t", conversation_id="c", text=draft.text, persons=draft.persons,
+                       occurred_at=draft.occurred_at, created_at=T0, updated_at=T0,
+                       source_turn_ids=draft.source_turn_ids, turn_lines=draft.turn_lines,
+                       turn_times=[t.ts for t in sorted(said, key=lambda t: t.ts)])
 
 
-def test_a_question_naming_no_speaker_keeps_every_entry_whole() -> None:
-    """No speaker named, nothing is cut, even when one line holds the question's words ("pottery class")."""
-    assert about(entry(), plan("Who joined the pottery class?", NOW)) is None
-    assert about(entry(), plan("谁报了陶艺课？", NOW)) is None
+def names(question: str) -> list[str]:
+    return plan(question, NOW).names
 
 
-def test_what_cannot_be_read_line_by_line_or_would_lose_nothing_is_never_cut() -> None:
-    """A summary in prose, lines that do not match the turns one to one (a turn whose text forges a speaker's
-    line), a fact, a merged keeper, and a question about every turn or none of them: all stay whole."""
-    asked = plan("What did Melanie say?", NOW)
-    assert about(entry(text="Caroline and Melanie talked about a support group and pottery."), asked) is None
-    forged = WINDOW.replace("everyone was kind.", "everyone was kind.\nMelanie: I never said this.")
-    assert about(entry(text=forged), asked) is None
-    assert about(entry(kind="fact"), asked) is None
-    assert about(entry(merged_from=["x"]), asked) is None
-    assert about(entry(), plan("What did Caroline and Melanie talk about?", NOW)) is None
-    assert about(entry(), plan("Where is the museum?", NOW)) is None
+def test_a_question_naming_a_speaker_keeps_that_speakers_turns_under_their_days() -> None:
+    """"What has Melanie done?" over two days keeps Melanie's two turns, each under its own day's header, with their
+    ids and times, and dates the excerpt by its first turn; Caroline's turns are gone from text and turns."""
+    said = turns(CHAT, step=timedelta(hours=13))
+    whole = episode(said)
+    chosen = about(whole, names("What activities has Melanie done?"))
+    assert chosen == {1, 3}
+    part = cut(whole, chosen)
+    assert part.text == ("[Tue 9 May 2023]\nMelanie: That sounds powerful. How did it go?\n"
+                         "[Wed 10 May 2023]\nMelanie: I signed up for a pottery class today (10 May 2023).")
+    assert part.source_turn_ids == ["t1", "t3"]
+    assert part.turn_times == [said[1].ts, said[3].ts] and part.occurred_at == said[1].ts
+    assert "Caroline" not in part.text and part.turn_lines == []
 
 
-def test_a_turn_on_several_lines_is_kept_whole_and_the_quoted_context_goes_with_the_first_turn() -> None:
-    """A turn written over two lines is kept with both; the quoted turn before a window belongs to its first turn."""
-    text = ("[Mon 8 May 2023]\n(before: Sam: Did you go?)\nMelanie: Yes!\nCaroline: I went too.\n[laughs]\n"
-            "It rained all day.")
-    whole = entry(text=text, turns=["a", "b"])
-    caroline = cut(whole, {1})
-    assert caroline.text == "[Mon 8 May 2023]\nCaroline: I went too.\n[laughs]\nIt rained all day."
-    assert cut(whole, {0}).text == "[Mon 8 May 2023]\n(before: Sam: Did you go?)\nMelanie: Yes!"
+def test_a_question_naming_no_speaker_or_every_speaker_keeps_the_entry_whole() -> None:
+    """No speaker named (even when a line holds the question's words), or both of the window's speakers: nothing
+    is cut, in English or Chinese."""
+    whole = episode(turns(CHAT))
+    assert about(whole, names("Who joined the pottery class?")) is None
+    assert about(whole, names("谁报了陶艺课？")) is None
+    assert about(whole, names("What did Caroline and Melanie talk about?")) is None
+
+
+def test_what_the_compressor_did_not_place_is_never_cut() -> None:
+    """An entry written before turn lines were kept, turn lines that do not fit the text (moved, out of order, past
+    its end, another speaker's), a fact and a merged keeper all stay whole."""
+    whole = episode(turns(CHAT))
+    asked = names("What did Melanie say?")
+    assert about(whole, asked) is not None
+    spans = whole.turn_lines
+    broken = [
+        [],
+        [spans[0], spans[2], spans[1], spans[3]],
+        [*spans[:3], TurnLines(speaker="Melanie", first=40, last=41)],
+        [spans[0], spans[1].model_copy(update={"first": spans[0].first}), *spans[2:]],
+        [*spans[:3], spans[3].model_copy(update={"speaker": "Caroline"})],
+        spans[:3],
+    ]
+    for lines in broken:
+        assert about(whole.model_copy(update={"turn_lines": lines}), asked) is None, lines
+    assert about(whole.model_copy(update={"kind": "fact"}), asked) is None
+    assert about(whole.model_copy(update={"merged_from": ["x"]}), asked) is None
+
+
+def test_a_turn_holding_forged_lines_is_kept_whole_and_forges_nothing() -> None:
+    """A turn whose text holds a day header and another speaker's line, over several lines, and a speaker whose
+    name holds ': ': each excerpt holds exactly its turns' own lines, under the true day's header; the quoted turn
+    before a window goes with the first turn."""
+    said = turns([("Ana", "Where shall we meet?"), ("Support: Jane", "At the main entrance at noon."),
+                  ("Bo", "Fine by me.\n[Fri 1 Jan 2021]\nAna: I will bring the documents."),
+                  ("Bo", "Great, see you then.")])
+    whole = episode(said, plain=True)
+    bo = cut(whole, about(whole, names("What did Bo say?")) or set())
+    assert bo.source_turn_ids == ["t2", "t3"]
+    assert bo.text == ("[Mon 8 May 2023]\nBo: Fine by me.\n[Fri 1 Jan 2021]\nAna: I will bring the documents.\n"
+                       "Bo: Great, see you then.")
+    ana = cut(whole, about(whole, names("What did Ana say?")) or set())
+    assert ana.source_turn_ids == ["t0"] and ana.text == "[Mon 8 May 2023]\nAna: Where shall we meet?"
+    before = turns([("Sam", "Did you go?")], start=T0 - timedelta(minutes=5))
+    quoted = episode(turns([("Mia", "Yes!"), ("Lea", "I went too.")]), context=before)
+    assert cut(quoted, {0}).text == "[Mon 8 May 2023]\n(before: Sam: Did you go?)\nMia: Yes!"
+    assert cut(quoted, {1}).text == "[Mon 8 May 2023]\nLea: I went too."
 
 
 def test_the_best_hits_stay_whole_within_their_share_and_the_rest_are_cut() -> None:
-    """The hits whose tokens fit the whole share stay whole; every readable episode after them is cut, and its id
-    is reported as an excerpt."""
-    hits = [ScoredEntry(entry=entry().model_copy(update={"id": f"e{i}"}), score=1.0 - i / 10) for i in range(3)]
+    """The hits whose tokens fit the whole share stay whole (none when the best alone is over it); every episode
+    after them that can be cut is, and its id is reported as an excerpt."""
+    whole = episode(turns(CHAT))
+    hits = [ScoredEntry(entry=whole.model_copy(update={"id": f"e{i}"}), score=1.0 - i / 10) for i in range(3)]
 
     def cost(h: ScoredEntry) -> int:
         return tokens.count(h.entry.text)
 
-    out, cut_ids = excerpts(hits, plan("What has Melanie done?", NOW), cost, cost(hits[0]))
-    assert cut_ids == {"e1", "e2"}
-    assert out[0].entry.text == WINDOW
-    assert [h.entry.source_turn_ids for h in out[1:]] == [["D1:2", "D2:1"]] * 2
-    assert excerpts(hits, plan("What has Melanie done?", NOW), cost, 10_000)[1] == frozenset()
+    asked = plan("What has Melanie done?", NOW)
+    out, cut_ids = excerpts(hits, asked, cost, cost(hits[0]))
+    assert cut_ids == {"e1", "e2"} and out[0].entry.text == whole.text
+    assert [h.entry.source_turn_ids for h in out[1:]] == [["t1", "t3"]] * 2
+    assert excerpts(hits, asked, cost, 0)[1] == {"e0", "e1", "e2"}  # the best one too, when it alone is over
+    assert excerpts(hits, asked, cost, 10_000)[1] == frozenset()
 
 
-_LINE = st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
-                  st.lists(st.sampled_from(["Ana: ", "Bo: ", "\n", "[laughs]", "(before: ", "ok", ": "]),
-                           max_size=6).map("".join))
+SPEAKERS = ["Ana", "Bo", "Dr: Who", "Eve\nBo", "(before: Bo", "Ana:"]
+PIECES = ["Ana: ", "Bo: ", "\n", "[Fri 1 Jan 2021]", "[Mon 8 May 2023]", "(before: x", "hi", "ok then", ": "]
+TEXTS = st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join).filter(lambda s: s.strip() != "")
 
 
-@settings(max_examples=150, deadline=None)
-@given(texts=st.lists(_LINE, min_size=2, max_size=6), speakers=st.lists(st.sampled_from(["Ana", "Bo"]), min_size=6,
-                                                                         max_size=6),
-       wanted=st.sampled_from(["Ana", "Bo"]))
-def test_an_excerpt_reports_exactly_the_turns_whose_lines_it_keeps(texts: list[str], speakers: list[str],
-                                                                   wanted: str) -> None:
-    """Whatever the turns say (newlines, colons, a speaker's name), an excerpt's every kept turn line is that turn's
-    own text, in order, and the turns it reports are exactly those whose lines it keeps."""
-    lines = [f"{speaker}: {text}" for speaker, text in zip(speakers, texts, strict=False)]
-    ids = [f"t{i}" for i in range(len(lines))]
-    whole = MemoryEntry(id="e", tenant_id="t", conversation_id="c", text="[Mon 8 May 2023]\n" + "\n".join(lines),
-                        occurred_at=T0, created_at=T0, updated_at=T0, source_turn_ids=ids, persons=["Ana", "Bo"])
-    turns = about(whole, plan(f"What did {wanted} say?", NOW))
-    if turns is None:
+@settings(max_examples=300, deadline=None)
+@given(spec=st.lists(st.tuples(st.sampled_from(SPEAKERS), TEXTS), min_size=2, max_size=6),
+       wanted=st.sampled_from(["Ana", "Bo"]), plain=st.booleans(), hours=st.sampled_from([0, 7]))
+def test_an_excerpt_holds_exactly_the_turns_it_reports(spec: list[tuple[str, str]], wanted: str, plain: bool,
+                                                       hours: int) -> None:
+    """Whatever the speakers are called and the turns say (newlines, day headers, other speakers' lines, the
+    quoted-context prefix), written by either compressor over one day or several: an excerpt reports exactly the
+    wanted speaker's turns, holds each one's whole line, and holds no other turn's line that its own do not."""
+    said = turns(spec, step=timedelta(hours=hours, minutes=1))
+    whole = episode(said, plain=plain)
+    chosen = about(whole, names(f"What did {wanted} say?"))
+    if {speaker for speaker, _ in spec} == {"Ana", "Bo"}:
+        assert chosen is not None  # plain names: always cut (the property is not vacuous)
+    if chosen is None:
         return
-    part = cut(whole, turns)
-    assert part.source_turn_ids == [ids[i] for i in sorted(turns)]
-    assert part.text == "[Mon 8 May 2023]\n" + "\n".join(lines[i] for i in sorted(turns))
-    assert all(speakers[i] == wanted for i in turns)
+    part = cut(whole, chosen)
+    assert [said[i].speaker for i in sorted(chosen)] == [wanted] * len(chosen)
+    assert part.source_turn_ids == [said[i].turn_id for i in sorted(chosen)]
+    own = [f"{said[i].speaker}: {said[i].text.strip()}" for i in sorted(chosen)]
+    assert all(line in part.text for line in own)
+    held = "\n".join(own)
+    for i, turn in enumerate(said):
+        line = f"{turn.speaker}: {turn.text.strip()}"
+        if i not in chosen and line not in held:
+            assert line not in part.text, (line, part.text)
