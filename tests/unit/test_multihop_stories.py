@@ -97,3 +97,24 @@ def test_distractor_sessions_are_added_to_their_story_and_nothing_else() -> None
         multihop.with_distractors([story], [])
     with pytest.raises(ValueError, match="reuse"):
         multihop.with_distractors([story], [multihop.Distractors(story=story.id, sessions=story.sessions[:1])])
+
+
+def test_every_story_has_four_distractor_sessions_of_its_own_people_inside_its_time() -> None:
+    """Each half's distractors: one line per story and no other, four sessions `<story>-d1..4` of 6-12 turns each,
+    spoken by the story's own speakers in their roles, between the story's first and last turn, copying no turn."""
+    for name, stories in HALVES.items():
+        distractors = multihop.load_distractors(multihop.distractors_path(name))  # type: ignore[arg-type]
+        assert sorted(d.story for d in distractors) == sorted(s.id for s in stories), name
+        by_story = {d.story: d for d in distractors}
+        for story in stories:
+            own = [t for s in story.sessions for t in s.turns]
+            voices = {(t.speaker, t.role) for t in own}
+            first, last = min(t.ts for t in own), max(t.ts for t in own)
+            texts = {t.text for t in own}
+            added = by_story[story.id].sessions
+            assert [s.conversation_id for s in added] == [f"{story.id}-d{i}" for i in range(1, 5)]
+            for session in added:
+                assert 6 <= len(session.turns) <= 12, session.conversation_id
+                assert all((t.speaker, t.role) in voices for t in session.turns), session.conversation_id
+                assert all(first < t.ts < last for t in session.turns), session.conversation_id
+                assert not texts & {t.text for t in session.turns}, session.conversation_id
