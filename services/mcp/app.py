@@ -15,7 +15,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from engram_client import MemoryClient
-from engram_client.contract import MAX_K, EntryKind, Role, Turn
+from engram_client.contract import MAX_K, EntryKind, EntryView, RecalledEntry, Role, Turn
 from services.mcp import forget
 from services.mcp.auth import StaticTokenVerifier, auth_settings
 from services.mcp.confirm import Confirmations
@@ -82,9 +82,10 @@ def build_app(client: MemoryClient, user_id: str, conversation_id: str, *, speak
         name, instructions=INSTRUCTIONS, token_verifier=StaticTokenVerifier(token) if token else None,
         auth=auth_settings() if token else None)
 
-    def memory(entry: Any) -> Memory:
+    def memory(entry: RecalledEntry | EntryView) -> Memory:
         return Memory(id=entry.id, kind=entry.kind, text=entry.text, occurred_at=entry.occurred_at,
-                      conversation_id=entry.conversation_id, excerpt=getattr(entry, "excerpt", False))
+                      conversation_id=entry.conversation_id,
+                      excerpt=isinstance(entry, RecalledEntry) and entry.excerpt)
 
     @server.tool(annotations=READ_ONLY)
     @tool_errors

@@ -1,4 +1,5 @@
 """What a compressor takes (a window of turns) and gives (entry drafts), and the Compressor protocol."""
+import itertools
 from typing import Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -63,6 +64,13 @@ class Draft(BaseModel):
     turn_lines: list[TurnLines] = Field(default_factory=list)  # an episode written line by line: where each turn is
     importance: float = 0.5
     slot: Slot | None = None  # facts only
+
+
+def turn_lines(lines: list[str], turns: list[tuple[int, str]]) -> list[TurnLines]:
+    """Where each turn is in `"\\n".join(lines)`: `turns` are (the index in `lines` of the turn's entry, its speaker);
+    an entry of `lines` may hold several lines of text."""
+    starts = list(itertools.accumulate((line.count("\n") + 1 for line in lines), initial=0))
+    return [TurnLines(speaker=speaker, first=starts[i], last=starts[i + 1] - 1) for i, speaker in turns]
 
 
 class Compressor(Protocol):

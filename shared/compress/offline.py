@@ -4,12 +4,12 @@ from datetime import datetime
 
 from engram_client.contract import Turn
 from shared.compress import dates, extract
-from shared.compress.model import Draft, Window
-from shared.store.model import TurnLines
+from shared.compress.model import Draft, Window, turn_lines
 from shared.text import language, scripts
 
 IMAGE_CAPTION_KEY = "image_caption"  # metadata key a product may set when a turn shares an image
 SHORT_REPLY_WORDS = 8
+CONTEXT_PREFIX = "(before: "  # the line quoting the turn before a window that opens with a short reply
 
 
 def _day(ts: datetime, lang: str) -> str:
@@ -57,23 +57,20 @@ class OfflineCompressor:
         turns = sorted(window.turns, key=lambda t: t.ts)
         lang = language.detect_iso(" ".join(t.text for t in turns), self._fallback)
         lines: list[str] = []
-        spans: list[TurnLines] = []
-        at = 0  # the index of the next line in the joined text
+        spoken: list[tuple[int, str]] = []  # each turn's entry in `lines`, and its speaker
         day = None
         for turn in turns:
             if turn.ts.date() != day:
                 day = turn.ts.date()
                 lines.append(f"[{_day(turn.ts, lang)}]")
-                at += 1
                 if window.context and len(lines) == 1 and self._context_chars and self._is_short_reply(turn):
                     before = window.context[-1]
                     quoted = _clip(before.text.strip().replace("\n", " "), self._context_chars)
-                    lines.append(f"(before: {before.speaker}: {quoted})".replace("\n", " "))
-                    at += 1
+                    # one line, whatever the speaker's name holds: an excerpt tells it by its prefix
+                    lines.append(f"{CONTEXT_PREFIX}{before.speaker}: {quoted})".replace("\n", " "))
             line, _ = _line(turn, lang)
+            spoken.append((len(lines), turn.speaker))
             lines.append(line)
-            spans.append(TurnLines(speaker=turn.speaker, first=at, last=at + line.count("\n")))
-            at += line.count("\n") + 1
         texts = [t.text for t in turns]
         people = extract.persons((t.speaker for t in turns), texts)
         things = extract.entities(texts, exclude=people)
@@ -84,7 +81,7 @@ class OfflineCompressor:
             keywords=extract.keywords(texts, exclude=people),
             occurred_at=turns[0].ts,
             source_turn_ids=[t.turn_id for t in turns],
-            turn_lines=spans,
+            turn_lines=turn_lines(lines, spoken),
         )]
 
     async def compress(self, window: Window) -> list[Draft]:

@@ -2,8 +2,7 @@
 time budget or kept failing. No pattern, no parser: its time is linear in the window's length by construction."""
 from datetime import datetime
 
-from shared.compress.model import Draft, Window
-from shared.store.model import TurnLines
+from shared.compress.model import Draft, Window, turn_lines
 
 
 def _day(ts: datetime) -> str:
@@ -14,17 +13,13 @@ def plain_episode(window: Window) -> Draft:
     """The window's turns, dated by day, each as `speaker: text`; no fact, no keyword, no relative date resolved."""
     turns = sorted(window.turns, key=lambda t: t.ts)
     lines: list[str] = []
-    spans: list[TurnLines] = []
-    at = 0  # the index of the next line in the joined text
+    spoken: list[tuple[int, str]] = []  # each turn's entry in `lines`, and its speaker
     day = None
     for turn in turns:
         if _day(turn.ts) != day:
             day = _day(turn.ts)
             lines.append(f"[{day}]")
-            at += 1
-        line = f"{turn.speaker}: {turn.text.strip()}"
-        lines.append(line)
-        spans.append(TurnLines(speaker=turn.speaker, first=at, last=at + line.count("\n")))
-        at += line.count("\n") + 1
+        spoken.append((len(lines), turn.speaker))
+        lines.append(f"{turn.speaker}: {turn.text.strip()}")
     return Draft(text="\n".join(lines), persons=sorted({t.speaker for t in turns}), occurred_at=turns[0].ts,
-                 source_turn_ids=[t.turn_id for t in turns], turn_lines=spans)
+                 source_turn_ids=[t.turn_id for t in turns], turn_lines=turn_lines(lines, spoken))

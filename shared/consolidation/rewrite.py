@@ -5,24 +5,19 @@ from dataclasses import dataclass
 
 from shared.compress import Window
 from shared.compress.choose import compression
+from shared.compress.model import Draft
 from shared.embedding import EMBED_CHARS, Bm25Encoder, OnDemandEmbedder
 from shared.llm import LlmClient
 from shared.settings import Settings
-from shared.store import TurnLines, Vectors
+from shared.store import Vectors
 
 
 @dataclass(frozen=True)
 class Episode:
     """What the compressor made of a window, with both vectors of its text."""
 
-    text: str
-    keywords: list[str]
-    persons: list[str]
-    entities: list[str]
-    location: str | None
-    topic: str | None
+    draft: Draft
     vectors: Vectors
-    turn_lines: list[TurnLines]
 
 
 @dataclass
@@ -43,6 +38,4 @@ class Rederive:
         draft = drafts[0]
         sparse = Bm25Encoder(self.settings.bm25_language)
         dense = (await self.embedder.get().passages([draft.text[:EMBED_CHARS]]))[0]
-        return Episode(text=draft.text, keywords=draft.keywords, persons=draft.persons, entities=draft.entities,
-                       location=draft.location, topic=draft.topic, turn_lines=draft.turn_lines,
-                       vectors=Vectors(dense=dense, sparse=sparse.document(draft.text)))
+        return Episode(draft=draft, vectors=Vectors(dense=dense, sparse=sparse.document(draft.text)))

@@ -177,13 +177,14 @@ async def _rewrite(store: Store, entry: MemoryEntry, traces: Traces, sources: di
                                             turns=kept))
     if episode is None:
         return None
-    lists = {"source_turn_ids": [t.turn_id for t in kept], "persons": episode.persons,
-             "entities": episode.entities, "keywords": episode.keywords}
+    draft = episode.draft
+    lists = {"source_turn_ids": [t.turn_id for t in kept], "persons": draft.persons,
+             "entities": draft.entities, "keywords": draft.keywords}
     names = {t.user_id: t.speaker for t in kept if t.user_id is not None}
     update: dict[str, object] = {
-        "text": episode.text, "location": episode.location, "topic": episode.topic, "updated_at": now,
+        "text": draft.text, "location": draft.location, "topic": draft.topic, "updated_at": now,
         "speaker_ids": sorted(names), "speaker_names": names, "turn_times": [t.ts for t in kept],
-        "turn_lines": episode.turn_lines}
+        "turn_lines": draft.turn_lines}
     if entry.unmerged is not None:  # a keeper: its own lists change; the unions are rebuilt from them (merge.py)
         update["unmerged"] = {**entry.unmerged, **lists}
     else:

@@ -4,7 +4,8 @@ An episode written from a window (compress/offline.py, compress/plain.py) is its
 `speaker: text`, and it keeps where each turn is in its text (`MemoryEntry.turn_lines`, written by the compressor,
 never read back from the text). Under a budget, an episode after the best few is cut to the turns of the speakers
 the question names ("what has Melanie painted?": Melanie's turns): their lines, whole, each under its day's header;
-it then holds, and reports, only those turns (`source_turn_ids`, `turn_times`, `occurred_at` the first one's).
+it then holds, and reports, only those turns (`source_turn_ids`, `turn_times`, and as `occurred_at` the first one's
+time when the entry kept its turns' times).
 
 Nothing else is cut: an entry without turn lines or whose turn lines do not fit its text (written before engram kept
 them, a fact, a profile, a merged keeper), one all or none of whose turns are the named speakers', and any entry
@@ -14,10 +15,9 @@ Chinese, where a whole run of characters rarely recurs in a line.
 """
 from collections.abc import Callable, Collection
 
+from shared.compress.offline import CONTEXT_PREFIX
 from shared.retrieval.plan import QueryPlan
 from shared.store import MemoryEntry, ScoredEntry, TurnLines
-
-CONTEXT_PREFIX = "(before: "  # the quoted turn before a window (compress/offline.py): it goes with the first turn
 
 
 def _turns(entry: MemoryEntry, lines: list[str]) -> list[TurnLines] | None:
@@ -25,7 +25,7 @@ def _turns(entry: MemoryEntry, lines: list[str]) -> list[TurnLines] | None:
     lines say (in order, apart, within the text, its first line beginning with its speaker's name)."""
     spans = entry.turn_lines
     if (entry.kind != "episodic" or entry.merged_from or entry.unmerged is not None
-            or len(spans) != len(entry.source_turn_ids) or len(spans) < 2):
+            or len(spans) != len(entry.source_turn_ids)):
         return None
     end = -1
     for span in spans:
@@ -59,7 +59,7 @@ def cut(entry: MemoryEntry, turns: set[int]) -> MemoryEntry:
         if turn is None and not line.startswith(CONTEXT_PREFIX):
             header = line
             continue
-        if (0 if turn is None else turn) in turns:
+        if (0 if turn is None else turn) in turns:  # the quoted turn before the window goes with the first turn
             if header is not None:
                 kept.append(header)
                 header = None
