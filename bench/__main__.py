@@ -27,7 +27,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         results["conversation"] = str(source)
         results["pipeline"] = await pipeline.run(locomo.load(source), settings,
                                                  [int(c) for c in args.concurrency.split(",")], args.rounds,
-                                                 args.load_turns)
+                                                 args.load_turns, args.budget or None)
     if "sweep" in args.only:
         results["sweep"] = await sweep.run(args.sweep_keys)
     if "scale" in args.only:
@@ -51,6 +51,8 @@ def cli() -> None:
                         help="recalls per client above 1 client (1 client asks every question once, as the floor)")
     parser.add_argument("--load-turns", type=int, default=2000,
                         help="short turns of another user ingested while one client recalls")
+    parser.add_argument("--budget", type=int, default=2000,
+                        help="token budget of the one-client recall by budget alone (0: not measured)")
     parser.add_argument("--sweep-keys", type=int, default=100_000, help="finished conversations in working memory")
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--scale-queries", type=int, default=scale.QUERIES, help="queries per scale figure")

@@ -2,7 +2,8 @@
 
 - ingest: turns/s from publish to recallable, against the embedder alone embedding the same entry texts.
 - recall: p50/p95/p99 and requests/s at several concurrencies, against the floor: the query embedding plus the
-  store query alone (same queries, same entries, in-process).
+  store query alone (same queries, same entries, in-process); and one client asking by a token budget alone (no k:
+  more candidates, the second hop, excerpts and packing), the same questions once.
 """
 import asyncio
 import tempfile
@@ -62,8 +63,10 @@ async def _floor(conversation: locomo.Conversation, questions: list[str], settin
 
 
 async def _load(url: str, tenant: str, user: str, questions: list[str], concurrency: int,
-                rounds: int) -> dict[str, Any]:
-    """`concurrency` clients, each with its own connection, asking `rounds` questions in turn."""
+                rounds: int, token_budget: int | None = None) -> dict[str, Any]:
+    """`concurrency` clients, each with its own connection, asking `rounds` questions in turn: k=10, or with
+    `token_budget` by that budget alone."""
+    asked: dict[str, Any] = {"k": 10} if token_budget is None else {"token_budget": token_budget}
     clients = [await MemoryClient.connect(url, tenant, timeout_s=60) for _ in range(concurrency)]
     samples: list[float] = []
     errors = 0
@@ -74,7 +77,7 @@ async def _load(url: str, tenant: str, user: str, questions: list[str], concurre
             question = questions[(offset + i) % len(questions)]
             started = time.perf_counter()
             try:
-                await client.recall(question, user_id=user, k=10)
+                await client.recall(question, user_id=user, **asked)
             except Exception:
                 errors += 1
                 continue
@@ -85,7 +88,8 @@ async def _load(url: str, tenant: str, user: str, questions: list[str], concurre
     wall = time.perf_counter() - started
     for client in clients:
         await client.close()
-    return {"concurrency": concurrency, "requests": concurrency * rounds, "answered": len(samples),
+    return {"concurrency": concurrency, "token_budget": token_budget, "requests": concurrency * rounds,
+            "answered": len(samples),
             "errors": errors, "requests_per_s": len(samples) / wall, **percentiles(samples).model_dump()}
 
 
@@ -125,8 +129,8 @@ async def _during_ingest(url: str, tenant: str, user: str, questions: list[str],
 
 
 async def run(conversation: locomo.Conversation, settings: Settings, concurrencies: list[int],
-              rounds: int, load_turns: int = 2000) -> dict[str, Any]:
-    """Both pipeline benchmarks in one run."""
+              rounds: int, load_turns: int = 2000, token_budget: int | None = 2000) -> dict[str, Any]:
+    """Both pipeline benchmarks in one run (the recall by budget alone unless `token_budget` is None)."""
     questions = [q.question for q in conversation.questions] or [t.text for t in conversation.turns]
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         folder = Path(tmp)
@@ -144,6 +148,8 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
                     await client.recall(turn.text, user_id=conversation.user_id)
             load = [await _load(url, tenant, conversation.user_id, questions, c, len(questions) if c == 1 else rounds)
                     for c in concurrencies]
+            by_budget = (await _load(url, tenant, conversation.user_id, questions, 1, len(questions), token_budget)
+                         if token_budget is not None else None)
             during = await _during_ingest(url, tenant, conversation.user_id, questions, load_turns)
     turns = len(conversation.turns)
     floor_stats = percentiles(floor).model_dump()
@@ -151,6 +157,6 @@ async def run(conversation: locomo.Conversation, settings: Settings, concurrenci
         "ingest": {"turns": turns, "end_to_end_s": e2e_s, "end_to_end_turns_per_s": turns / e2e_s,
                    "embedder_alone_s": alone_s, "embedder_alone_turns_per_s": turns / alone_s,
                    "efficiency": (turns / e2e_s) / (turns / alone_s)},
-        "recall": {"floor": floor_stats, "load": load, "during_ingest": during,
+        "recall": {"floor": floor_stats, "load": load, "by_budget": by_budget, "during_ingest": during,
                    "overhead_p50_c1": (load[0]["p50"] / floor_stats["p50"]) if load and floor_stats["p50"] else None},
     }

@@ -29,6 +29,12 @@ def print_tables(results: dict[str, Any], console: Console) -> None:
             table.add_row(str(row["concurrency"]), str(row["requests"]), str(row["errors"]),
                           f"{row['requests_per_s']:.1f}", f"{row['p50']:.1f}", f"{row['p95']:.1f}",
                           f"{row['p99']:.1f}", f"{row['p50'] / floor['p50']:.2f}")
+        by_budget = recall.get("by_budget")
+        if by_budget:
+            table.add_row(f"1, by {by_budget['token_budget']:,} tokens (no k)", str(by_budget["requests"]),
+                          str(by_budget["errors"]), f"{by_budget['requests_per_s']:.1f}", f"{by_budget['p50']:.1f}",
+                          f"{by_budget['p95']:.1f}", f"{by_budget['p99']:.1f}",
+                          f"{by_budget['p50'] / floor['p50']:.2f}")
         during = recall.get("during_ingest")
         if during:
             table.add_row(f"1, while {during['turns']:,} turns ingest", str(during["n"]), str(during["errors"]), "",

@@ -19,7 +19,7 @@ async def bench(*args: str) -> str:
 
 async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tmp_path: Path) -> None:
     """`bench --only pipeline` exits cleanly and writes ingest throughput, error-free recall load at each
-    concurrency, recall during ingest and a chart."""
+    concurrency and by a token budget alone, recall during ingest and a chart."""
     out = await bench("--only", "pipeline", "--conversation", str(SAMPLE), "--rounds", "3", "--concurrency", "1,2",
                       "--load-turns", "40", "--out", str(tmp_path))
     results = json.loads((tmp_path / "results.json").read_text())
@@ -28,6 +28,10 @@ async def test_pipeline_bench_measures_ingest_and_recall_against_their_floors(tm
     assert [r["concurrency"] for r in recall["load"]] == [1, 2]
     assert all(r["errors"] == 0 and r["answered"] == r["requests"] for r in recall["load"])
     assert recall["floor"]["p50"] > 0 and recall["overhead_p50_c1"] > 0
+    by_budget = recall["by_budget"]
+    assert by_budget["token_budget"] == 2000 and by_budget["errors"] == 0 and by_budget["p50"] > 0
+    assert by_budget["answered"] == by_budget["requests"] > 0
+    assert "by 2,000 tokens (no k)" in out
     during = recall["during_ingest"]
     assert during["turns"] == 40 and during["errors"] == 0 and during["n"] >= 1 and during["p99"] >= during["p50"] > 0
     assert results["machine"]["cores"] >= 1
