@@ -55,26 +55,26 @@ def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
     @router.subscriber(subjects.nats_wildcard(subjects.forget(settings.subject_prefix)), queue=QUEUE,
                        decoder=replies.raw_body)
     async def on_forget(msg: NatsMessage) -> bytes:
-        request = Forget.model_validate_json(msg.body)  # so bad JSON is reported as such
+        request = replies.parse(Forget, msg.body)  # so bad JSON is reported as such
         return replies.encode(await forget_leased(deps.places, deps.leases, replies.tenant_of(msg), request,
                                                   wait_s=wait_s, announce=deps.announce_forget))
 
     @router.subscriber(subjects.nats_wildcard(subjects.consolidate(settings.subject_prefix)), queue=QUEUE,
                        decoder=replies.raw_body)
     async def on_consolidate(msg: NatsMessage) -> bytes:
-        request = ConsolidateRequest.model_validate_json(msg.body)
+        request = replies.parse(ConsolidateRequest, msg.body)
         return replies.encode(await consolidate_leased(deps.consolidation, deps.leases, replies.tenant_of(msg),
                                                        request, wait_s=wait_s))
 
     @router.subscriber(subjects.rebuild(settings.subject_prefix), queue=QUEUE, decoder=replies.raw_body)
     async def on_rebuild(msg: NatsMessage) -> bytes:
-        request = RebuildRequest.model_validate_json(msg.body)
+        request = replies.parse(RebuildRequest, msg.body)
         return replies.encode(await rebuild(deps.for_rebuild(), request))
 
     @router.subscriber(subjects.nats_wildcard(subjects.export(settings.subject_prefix)), queue=QUEUE,
                        decoder=replies.raw_body)
     async def on_export(msg: NatsMessage) -> bytes:
-        request = ExportRequest.model_validate_json(msg.body)
+        request = replies.parse(ExportRequest, msg.body)
         return replies.encode(await export_page(deps.places, replies.tenant_of(msg), request,
                                                 deps.broker.connection.max_payload - REPLY_HEADROOM_BYTES,
                                                 embedder_name(settings)))
@@ -82,7 +82,7 @@ def build(settings: Settings, deps: ConsolidatorDeps) -> Consolidator:
     @router.subscriber(subjects.nats_wildcard(subjects.import_(settings.subject_prefix)), queue=QUEUE,
                        decoder=replies.raw_body)
     async def on_import(msg: NatsMessage) -> bytes:
-        request = ImportRequest.model_validate_json(msg.body)
+        request = replies.parse(ImportRequest, msg.body)
         importing = Importing(store=deps.places.store, working_memory=deps.places.working_memory,
                               js=deps.places.js, prefix=settings.subject_prefix, sparse=deps.consolidation.sparse,
                               embedder=deps.embedding.get, embedder_name=embedder_name(settings))

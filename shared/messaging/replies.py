@@ -10,11 +10,12 @@ from a product's account onto) is not handled at all: it is counted (`engram_rep
 import logging
 import re
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 from faststream import BaseMiddleware
 from faststream.message import StreamMessage
 from faststream.nats import NatsResponse
+from pydantic import BaseModel
 
 from engram_client import subjects
 from engram_client.contract import Reply
@@ -25,6 +26,7 @@ from shared.runtime import logs, metrics
 from shared.tenancy.limits import OverRate, RequestLimits
 
 log = logging.getLogger("engram.replies")
+M = TypeVar("M", bound=BaseModel)
 _INBOX = re.compile(r"(?:_INBOX|_INBOX_[A-Za-z0-9_-]{1,64}|_R_)\.[A-Za-z0-9_-]{1,128}(?:\.[A-Za-z0-9_-]{1,128}){0,7}")
 
 
@@ -88,6 +90,12 @@ async def raw_body(msg: StreamMessage[Any]) -> bytes:
     """
     body: bytes = msg.body
     return body
+
+
+def parse(model: type[M], body: bytes) -> M:
+    """A request body read exactly as its published schema says (strict JSON): `"300"` or `true` is no integer and
+    `"true"` no boolean, so a product's type error is answered `invalid_request` instead of guessed at."""
+    return model.model_validate_json(body, strict=True)
 
 
 def encode(reply: Reply) -> bytes:

@@ -5,6 +5,7 @@ The turn is taken before the body is parsed, so a refusal costs next to nothing.
 from pydantic import ValidationError
 
 from engram_client.contract import EntriesRequest, EntriesResponse, RecallRequest, RecallResponse
+from shared.messaging import replies
 from shared.retrieval.answer import answer_recall
 from shared.retrieval.entries import entries
 from shared.retrieval.fairness import FairQueue
@@ -19,7 +20,7 @@ async def recall_in_turn(queue: FairQueue, retrieval: Retrieval, working_memory:
     """Answer a RecallRequest body once the tenant's turn comes (see answer_recall)."""
     async with queue.turn(tenant):
         try:
-            request = RecallRequest.model_validate_json(body)  # so bad JSON is reported as such
+            request = replies.parse(RecallRequest, body)  # so bad JSON is reported as such
         except ValidationError:
             metrics.recall_requests_total.labels("unknown", "invalid_request").inc()
             raise
@@ -29,5 +30,5 @@ async def recall_in_turn(queue: FairQueue, retrieval: Retrieval, working_memory:
 async def entries_in_turn(queue: FairQueue, retrieval: Retrieval, tenant: str, body: bytes) -> EntriesResponse:
     """Answer an EntriesRequest body once the tenant's turn comes (see entries)."""
     async with queue.turn(tenant):
-        return await entries(retrieval.store, tenant, EntriesRequest.model_validate_json(body),
+        return await entries(retrieval.store, tenant, replies.parse(EntriesRequest, body),
                              retrieval.max_reply_bytes)

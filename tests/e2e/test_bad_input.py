@@ -24,13 +24,17 @@ GOOD_TURN = json.loads(make_turn("I moved to Lisbon.", conversation_id="c1", tur
     ("recall", b'{"query": "hi", "k": 1000000}', "invalid_request", "k"),
     ("recall", b'{"query": "hi", "colour": "red"}', "invalid_request", "colour"),
     ("recall", json.dumps({"query": "x" * 5000}).encode(), "invalid_request", "query"),
-    ("recall", b'{"query": "hi", "filters": {"since": "2024-01-01"}}', "invalid_request", "timezone"),
+    ("recall", b'{"query": "hi", "filters": {"since": "2024-01-01T09:00:00"}}', "invalid_request", "timezone"),
+    ("recall", b'{"query": "hi", "filters": {"since": "2024-01-01"}}', "invalid_request", "filters.since"),
+    ("recall", b'{"query": "hi", "k": "3"}', "invalid_request", "k: Input should be a valid integer"),
+    ("recall", b'{"query": "hi", "token_budget": true}', "invalid_request", "token_budget"),
     ("recall", b'{"query": "hi", "mode": "shallow"}', "invalid_request", "mode"),
     ("recall", b'{"query": "hi", "tenant_id": "someone-else"}', "forbidden", "someone-else"),
     ("recall", b"[1, 2]", "invalid_request", ""),
     ("entries", b'{"op": "get"}', "invalid_request", "needs ids"),
     ("entries", b'{"op": "explode"}', "invalid_request", "op"),
     ("entries", b'{"limit": -1}', "invalid_request", "limit"),
+    ("entries", b'{"limit": "5"}', "invalid_request", "limit"),
     ("entries", b'{"tenant_id": "someone-else"}', "forbidden", "someone-else"),
 ])
 async def test_request_reply_errors(client: MemoryClient, kind: str, payload: bytes, code: str, needle: str) -> None:
