@@ -84,9 +84,10 @@ def read(query: str, lang: str) -> Reading:
 
 
 # The order of events is asked for by these words: "in what order", "which came first", "before or after", "put
-# these in order", "先…还是先…", "先后", "顺序", "之前还是之后". A question that only names an earlier state
-# ("where did she live before?"), says "first" of a thing ("her first job", "who finished first?"), or asks what
-# happened at a time ("what did you do last summer?", "then?") asks for no order.
+# these in order", "先…还是先…", "先…后…" (not 后来 "later", 后悔, 后面, 后天, 后果), "先后", "顺序", "之前还是之后".
+# A question that only names an earlier state ("where did she live before?"), says "first" of a thing ("her first
+# job", "who finished first?"), or asks what happened at a time ("what did you do last summer?", "then?") asks for
+# no order.
 _SEQUENCE_EN = patterns.compile(
     r"\b(?:in\s{1,3}(?:what|which)\s{1,3}(?:order|sequence)|"
     r"(?:put|list|arrange|sort|rank)\b[^.?!]{0,60}?\bin\s{1,3}(?:chronological\s{1,3}|time\s{1,3})?order|"
@@ -99,8 +100,9 @@ _SEQUENCE_EN = patterns.compile(
 _XIAN = r"(?<![首原优率领争预事祖])先(?![生前进锋天知辈驱例])"
 _SEQUENCE_ZH = patterns.compile(
     r"(?<![祖])先后(?![生])|顺序|次序|依次|时间线|时间顺序|" + _XIAN + r"[^？?。！!]{1,30}还是[^？?。！!]{0,8}先|"
-    + _XIAN + r"[^？?。！!]{1,30}(?:然后|接着|再)|哪(?:个|件事?)" + _XIAN + r"|谁" + _XIAN + r"|最" + _XIAN
-    + r"发生|(?:之前|以前)还是(?:之后|以后)|(?:之后|以后)还是(?:之前|以前)")
+    + _XIAN + r"[^？?。！!]{1,30}(?:然后|接着|再|后(?![悔来面天果]))|"
+    + r"哪(?:个|件事?)" + _XIAN + r"|谁" + _XIAN + r"|最" + _XIAN + r"发生|"
+    + r"(?:之前|以前)还是(?:之后|以后)|(?:之后|以后)还是(?:之前|以前)")
 
 
 def sequence(query: str) -> str | None:

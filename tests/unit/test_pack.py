@@ -99,13 +99,14 @@ def test_packing_never_exceeds_the_room_nor_repeats_evidence(items: list[tuple[i
 
 
 def test_questions_about_the_order_of_events_are_recognised_in_english_and_chinese() -> None:
-    """Order, which came first, before or after, put in order, 先…还是先…, 先后, 之前还是之后 ask for the order of
-    events; an earlier state ("before?"), a thing's first ("her first job"), what happened at a time ("last summer",
+    """Order, which came first, before or after, put in order, 先…还是先…, 先…后…, 先后, 之前还是之后 ask for the order
+    of events; an earlier state ("before?"), a thing's first ("her first job"), what happened at a time ("last summer",
     "then"), an order one places, a DNA sequence, 先生, 先进, 祖先 and the present do not."""
     asks = ["In what order did Mia adopt the cat, move, and start the job?", "Which came first: the trip or the exam?",
             "Did Omar get the visa before or after the interview?", "What did she do first?",
             "Put these in order: the launch, the hire, the funding.", "王芳是先买房还是先结婚的？",
-            "这三件事的先后顺序是什么？", "搬家是在换工作之前还是之后？"]
+            "这三件事的先后顺序是什么？", "搬家是在换工作之前还是之后？", "Ana先去了哪座山，后去了哪座山？",
+            "小李是先考驾照后买车的吗？"]
     not_asked = ["What was her first job?", "Where did Lena live before?", "Where does Lena live now?",
                  "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?",
                  "What did you do last summer?", "What happened last night?", "What did she do then?",
@@ -113,7 +114,8 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
                  "Where did I put my order number?", "What was the DNA sequence she studied?", "Is this her first?",
                  "What did she do after work?", "最先进的手机是哪款？", "哪个先进一些？", "先锋队最后怎么样了？",
                  "他在先进制造公司工作之后去了哪里？", "先天性心脏病手术后恢复得怎么样？", "他的祖先后来怎样？",
-                 "他是谁先生？", "首先他去了哪", "优先处理什么", "立伟接下来计划参加什么比赛？"]
+                 "他是谁先生？", "首先他去了哪", "优先处理什么", "立伟接下来计划参加什么比赛？",
+                 "她先住在上海，后来搬到了哪里？", "请先说说他后悔什么？", "先天性的病以后会好吗？"]
     assert all(sequence(q) for q in asks), [q for q in asks if not sequence(q)]
     assert not any(sequence(q) for q in not_asked), [q for q in not_asked if sequence(q)]
 
