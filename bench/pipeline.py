@@ -89,8 +89,8 @@ async def _load(url: str, tenant: str, user: str, questions: list[str], concurre
     for client in clients:
         await client.close()
     return {"concurrency": concurrency, "token_budget": token_budget, "requests": concurrency * rounds,
-            "answered": len(samples),
-            "errors": errors, "requests_per_s": len(samples) / wall, **percentiles(samples).model_dump()}
+            "answered": len(samples), "errors": errors, "requests_per_s": len(samples) / wall,
+            **percentiles(samples).model_dump()}
 
 
 async def _during_ingest(url: str, tenant: str, user: str, questions: list[str], turns: int) -> dict[str, Any]:
