@@ -106,7 +106,7 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
             "Did Omar get the visa before or after the interview?", "What did she do first?",
             "Put these in order: the launch, the hire, the funding.", "王芳是先买房还是先结婚的？",
             "这三件事的先后顺序是什么？", "搬家是在换工作之前还是之后？", "Ana先去了哪座山，后去了哪座山？",
-            "小李是先考驾照后买车的吗？"]
+            "小李是先考驾照后买车的吗？", "她是先去的巴黎后去的伦敦吗？", "他先辞职后创业的吗？"]
     not_asked = ["What was her first job?", "Where did Lena live before?", "Where does Lena live now?",
                  "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?",
                  "What did you do last summer?", "What happened last night?", "What did she do then?",
@@ -115,7 +115,12 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
                  "What did she do after work?", "最先进的手机是哪款？", "哪个先进一些？", "先锋队最后怎么样了？",
                  "他在先进制造公司工作之后去了哪里？", "先天性心脏病手术后恢复得怎么样？", "他的祖先后来怎样？",
                  "他是谁先生？", "首先他去了哪", "优先处理什么", "立伟接下来计划参加什么比赛？",
-                 "她先住在上海，后来搬到了哪里？", "请先说说他后悔什么？", "先天性的病以后会好吗？"]
+                 "她先住在上海，后来搬到了哪里？", "请先说说他后悔什么？", "先天性的病以后会好吗？",
+                 "请先告诉我他毕业以后做了什么？", "你先说说他大学毕业之后去了哪里？",
+                 "先别管这个，她最后选了哪所学校？", "先说结论：他后年打算做什么？",
+                 "我先问一下，他饭后一般做什么？", "先确认一下，他的后续计划是什么？",
+                 "先帝的皇后是谁？", "围棋里先手和后手有什么区别？", "先验概率和后验概率有什么区别？",
+                 "他们排队讲究先来后到吗？"]
     assert all(sequence(q) for q in asks), [q for q in asks if not sequence(q)]
     assert not any(sequence(q) for q in not_asked), [q for q in not_asked if sequence(q)]
 
