@@ -1,5 +1,6 @@
 """`engram eval locomo`: publish LoCoMo conversations through NATS, ask every question, score against baselines."""
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TypeVar, get_args
 
@@ -124,27 +125,46 @@ async def _curve_locomo(settings: Settings, files: list[Path], budgets: list[int
     _write_curve(result, out, "curve")
 
 
-def _variant(split: str, crowd: int, distract: bool) -> str:
-    return split + ("-distractors" if distract else "") + (f"-crowd{crowd}" if crowd > 1 else "")
+@dataclass(frozen=True)
+class Variant:
+    """Which harder reading of the stories a run uses: `crowd` stories a user, each story's distractor sessions,
+    the questions in the user's own voice."""
+
+    crowd: int = 1
+    distractors: bool = False
+    first_person: bool = False
+
+    def name(self, split: str) -> str:
+        """The run's name in file names: `dev`, `test-distractors-crowd4`, `dev-firstperson` …"""
+        return (split + ("-distractors" if self.distractors else "") + ("-firstperson" if self.first_person else "")
+                + (f"-crowd{self.crowd}" if self.crowd > 1 else ""))
+
+    def title(self) -> str:
+        """How a table's title says it."""
+        return ((", with distractors" if self.distractors else "")
+                + (", in the first person" if self.first_person else "")
+                + (f", {self.crowd} stories a user" if self.crowd > 1 else ""))
+
+    def stories(self, split: multihop.Split) -> list[multihop.Story]:
+        """The half's stories, as this variant reads them."""
+        stories = multihop.load(multihop.split_path(split))
+        if self.distractors:
+            stories = multihop.with_distractors(stories, multihop.load_distractors(multihop.distractors_path(split)))
+        if self.first_person:
+            stories = multihop.in_first_person(stories, multihop.load_rewrites(multihop.first_person_path(split)))
+        return multihop.crowded(stories, self.crowd)
 
 
-def _stories(split: multihop.Split, crowd: int, distract: bool) -> list[multihop.Story]:
-    stories = multihop.load(multihop.split_path(split))
-    if distract:
-        stories = multihop.with_distractors(stories, multihop.load_distractors(multihop.distractors_path(split)))
-    return multihop.crowded(stories, crowd)
-
-
-async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: list[int], mode: str, crowd: int,
-                          distract: bool, out: Path) -> None:
-    stories = _stories(split, crowd, distract)
+async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: list[int], mode: str, variant: Variant,
+                          out: Path) -> None:
+    stories = variant.stories(split)
     embedder = open_embedder(settings)
     try:
         result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run_curve(
             client_for, stories, split, budgets, mode, embedder, settings, progress=_progress))
     finally:
         await embedder.close()
-    _write_curve(result, out, f"multihop-{_variant(split, crowd, distract)}-curve")
+    _write_curve(result, out, f"multihop-{variant.name(split)}-curve")
 
 
 async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
@@ -206,13 +226,13 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
 
 
 async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int | None, budget: int | None,
-                         crowd: int, distract: bool, out: Path) -> None:
-    stories = _stories(split, crowd, distract)
+                         variant: Variant, out: Path) -> None:
+    stories = variant.stories(split)
     result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run(
         client_for, stories, split, k=k, token_budget=budget, mode=mode, progress=_progress))
-    result = result.model_copy(update={"crowd": crowd, "distractors": distract})
-    variant = (", with distractors" if distract else "") + (f", {crowd} stories a user" if crowd > 1 else "")
-    table = Table(title=f"multi-session stories, {split} half{variant}: k={k or 'as many as fit'}, "
+    result = result.model_copy(update={"crowd": variant.crowd, "distractors": variant.distractors,
+                                       "first_person": variant.first_person})
+    table = Table(title=f"multi-session stories, {split} half{variant.title()}: k={k or 'as many as fit'}, "
                         f"token budget {budget}")
     for column in ("questions", "group", "all evidence", "any evidence", "turn recall", "in order", "context tokens"):
         table.add_column(column, justify="left" if column == "group" else "right")
@@ -223,7 +243,7 @@ async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k
                       f"{f.mean_context_tokens:.0f}")
     console.print(table)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"multihop-{_variant(split, crowd, distract)}.json"
+    path = out / f"multihop-{variant.name(split)}.json"
     path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
     console.print(f"wrote {path}")
 
@@ -243,8 +263,12 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
                   distract: bool = typer.Option(False, "--distractors",
                                                 help="add each story's distractor sessions (same user, same "
                                                      "people and words, answering nothing): a harder variant"),
+                  first_person: bool = typer.Option(False, "--first-person",
+                                                    help="ask each question as its user would, in the first "
+                                                         "person (\"what did I…\", \"我…\")"),
                   out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
-                                           help="folder for multihop-<split>[-distractors][-crowd<N>].json "
+                                           help="folder for multihop-<variant>.json, e.g. "
+                                                "multihop-test-distractors-firstperson-crowd4.json "
                                                 "(…-curve.* with --budgets)")) -> None:
     """Publish the multi-session stories through NATS and ask their multi-hop, ordering and single-hop questions:
     all-evidence turn recall within the budget, and ordering questions answered in chronological order."""
@@ -253,8 +277,9 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
         err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
         raise typer.Exit(2)
     settings = load_settings()
+    variant = Variant(crowd, distract, first_person)
     if curve_budgets:
-        run(_curve_multihop(settings, split, curve_budgets, mode, crowd, distract, out))  # type: ignore[arg-type]
+        run(_curve_multihop(settings, split, curve_budgets, mode, variant, out))  # type: ignore[arg-type]
         return
     # With a budget and no -k the budget alone decides how many entries (RecallRequest.limit); without one, 10.
-    run(_eval_multihop(settings, split, mode, k, budget, crowd, distract, out))  # type: ignore[arg-type]
+    run(_eval_multihop(settings, split, mode, k, budget, variant, out))  # type: ignore[arg-type]

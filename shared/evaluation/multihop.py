@@ -118,6 +118,42 @@ def with_distractors(stories: Sequence[Story], distractors: Sequence[Distractors
     return out
 
 
+class Rewrite(BaseModel):
+    """A question as its story's user would ask it, in the first person ("Which city did I go to…?", "我先去了…"),
+    written after the split by an author who had not read engram's code: the `--first-person` variant."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    story: str
+    question: str
+    text: str
+
+
+def first_person_path(split: Split, folder: Path = DATA_DIR) -> Path:
+    """Where a half's questions in the first person are."""
+    return folder / f"firstperson-{split}.jsonl"
+
+
+def load_rewrites(path: Path) -> list[Rewrite]:
+    """The questions in the first person of a JSON Lines file, one on each line."""
+    return load_lines(path, Rewrite)
+
+
+def in_first_person(stories: Sequence[Story], rewrites: Sequence[Rewrite]) -> list[Story]:
+    """Each story with its questions asked in the first person (their evidence and order unchanged).
+
+    Raises:
+        ValueError: a question without its rewrite, or a rewrite of no question.
+    """
+    by_key = {(r.story, r.question): r.text for r in rewrites}
+    asked = {(s.id, q.id) for s in stories for q in s.questions}
+    unmatched = sorted(asked ^ set(by_key))
+    if unmatched:
+        raise ValueError(f"first-person questions and stories do not match: {unmatched[:5]}")
+    return [story.model_copy(update={"questions": [q.model_copy(update={"question": by_key[(story.id, q.id)]})
+                                                   for q in story.questions]}) for story in stories]
+
+
 def crowded(stories: Sequence[Story], size: int) -> list[Story]:
     """The stories with every `size` of one language (in id order) under one user, the first's: each question then
     searches `size` people's memories, its own story's among the others' (a harder variant of the same set, with the

@@ -118,3 +118,28 @@ def test_every_story_has_four_distractor_sessions_of_its_own_people_inside_its_t
                 assert all((t.speaker, t.role) in voices for t in session.turns), session.conversation_id
                 assert all(first < t.ts < last for t in session.turns), session.conversation_id
                 assert not texts & {t.text for t in session.turns}, session.conversation_id
+
+
+def test_the_first_person_variant_asks_every_question_in_its_users_voice() -> None:
+    """Each half's first-person questions: exactly one for every question of the half, in the user's voice (it no
+    longer names the user), and the variant swaps only the question's text (evidence, order and type unchanged);
+    a rewrite of no question, or a question without one, is refused."""
+    for name, stories in HALVES.items():
+        rewrites = multihop.load_rewrites(multihop.first_person_path(name))  # type: ignore[arg-type]
+        assert [(r.story, r.question) for r in rewrites] == [(s.id, q.id) for s in stories for q in s.questions]
+        asked = multihop.in_first_person(stories, rewrites)
+        for before, after in zip(stories, asked, strict=True):
+            for old, new in zip(before.questions, after.questions, strict=True):
+                assert new.model_copy(update={"question": old.question}) == old
+                assert before.user.name not in new.question, new.question
+    story = HALVES["dev"][0]
+    with pytest.raises(ValueError, match="do not match"):
+        multihop.in_first_person([story], [])
+    extra = multihop.Rewrite(story=story.id, question="q999", text="What did I do?")
+    with pytest.raises(ValueError, match="do not match"):
+        multihop.in_first_person([story], [*rewrites_of(story), extra])
+
+
+def rewrites_of(story: Story) -> list[multihop.Rewrite]:
+    """A rewrite of each of the story's questions (its own text)."""
+    return [multihop.Rewrite(story=story.id, question=q.id, text=q.question) for q in story.questions]
