@@ -83,7 +83,8 @@ def read(query: str, lang: str) -> Reading:
     return Reading("present", "no past-tense word", explicit=False)
 
 
-# The order of events is asked for by these words: "in what order", "which came first", "before or after", "put
+# The order of events is asked for by these words: "in what order", "the order these happened in", "the order of
+# these", "which came first", "before or after", "put
 # these in order", "先…还是先…", "先…后…" (not 后来 "later", 后悔, 后面, 后天, 后果), "先后", "顺序", "之前还是之后".
 # A question that only names an earlier state ("where did she live before?"), says "first" of a thing ("her first
 # job", "who finished first?"), or asks what happened at a time ("what did you do last summer?", "then?") asks for
@@ -93,6 +94,9 @@ _SEQUENCE_EN = patterns.compile(
     r"(?:put|list|arrange|sort|rank)\b[^.?!]{0,60}?\bin\s{1,3}(?:chronological\s{1,3}|time\s{1,3})?order|"
     r"in\s{1,3}(?:chronological|time)\s{1,3}order|chronologically|order\s{1,3}of\s{1,3}events|"
     r"sequence\s{1,3}of\s{1,3}events|timeline\s{1,3}of|"
+    r"the\s{1,3}order\s{1,3}(?:of\s{1,3}(?:these|those|the\s{1,3}(?:events|following|things))|(?:in\s{1,3}which\s{1,3})?"
+    r"(?:these|those|they|things|events)\s{1,3}(?:happened|occurred|took\s{1,3}place|came))|"
+    r"(?:what|which)\s{1,3}order\s{1,3}(?:did|do)\s{1,3}(?:these|those|they|the\s{1,3}(?:events|following|things))|"
     r"before\s{1,3}or\s{1,3}after|after\s{1,3}or\s{1,3}before|earlier\s{1,3}or\s{1,3}later|first\s{1,3}or\b|"
     r"(?:came|happened|occurred|started|began|did\s{1,3}\S{1,30}\s{1,3}do)\s{1,3}first)\b",
     patterns.IGNORECASE)

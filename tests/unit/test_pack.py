@@ -107,6 +107,8 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
             "Put these in order: the launch, the hire, the funding.", "王芳是先买房还是先结婚的？",
             "这三件事的先后顺序是什么？", "搬家是在换工作之前还是之后？", "Ana先去了哪座山，后去了哪座山？",
             "小李是先考驾照后买车的吗？", "她是先去的巴黎后去的伦敦吗？", "他先辞职后创业的吗？",
+            "Do you remember the order these happened in: the move, the job?", "What order did these happen in?",
+            "Can you list the order in which they happened?", "Remind me of the order of these: A, B, C.",
             "她先去了北京，然后去了哪里？", "他先报了名，接着做了什么？", "先吃饭再去看电影的是谁？"]
     not_asked = ["What was her first job?", "Where did Lena live before?", "Where does Lena live now?",
                  "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?",
@@ -122,7 +124,8 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
                  "我先问一下，他饭后一般做什么？", "先确认一下，他的后续计划是什么？",
                  "先帝的皇后是谁？", "围棋里先手和后手有什么区别？", "先验概率和后验概率有什么区别？",
                  "他们排队讲究先来后到吗？", "先别急，他再婚了吗？", "先说说，你再告诉我他去哪了？",
-                 "我先查一下，他接着要去哪？"]
+                 "我先查一下，他接着要去哪？", "What order did I place at the cafe?",
+                 "What was the order of pizza toppings?"]
     assert all(sequence(q) for q in asks), [q for q in asks if not sequence(q)]
     assert not any(sequence(q) for q in not_asked), [q for q in not_asked if sequence(q)]
 
