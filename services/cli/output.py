@@ -38,8 +38,9 @@ def recall_table(reply: RecallResponse, explain: bool) -> None:
     if explain and reply.plan:
         p = reply.plan
         console.print(escape(f"plan: {p.language}, asks about {p.orientation} ({p.orientation_cue}); names "
-                             f"{p.names[:6]}; times {[t.phrase for t in p.times]}; figure {p.figure}; order of "
-                             f"events {p.sequence}; at most {p.limit} within {p.token_budget} tokens; "
+                             f"{p.names[:6]}; about the turns of {p.roles or 'anyone'}; times "
+                             f"{[t.phrase for t in p.times]}; figure {p.figure}; order of events {p.sequence}; "
+                             f"at most {p.limit} within {p.token_budget} tokens; "
                              f"{p.candidates} candidates, {p.second_hop} by the second hop"), style="dim")
 
 

@@ -184,7 +184,7 @@ async def _rewrite(store: Store, entry: MemoryEntry, traces: Traces, sources: di
     update: dict[str, object] = {
         "text": draft.text, "location": draft.location, "topic": draft.topic, "updated_at": now,
         "speaker_ids": sorted(names), "speaker_names": names, "turn_times": [t.ts for t in kept],
-        "turn_lines": draft.turn_lines}
+        "turn_roles": [t.role for t in kept], "turn_lines": draft.turn_lines}
     if entry.unmerged is not None:  # a keeper: its own lists change; the unions are rebuilt from them (merge.py)
         update["unmerged"] = {**entry.unmerged, **lists}
     else:

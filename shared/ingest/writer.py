@@ -59,11 +59,12 @@ class Built:
     stale: dict[Scope, list[str]]
 
 
-def turn_times(source_turn_ids: list[str], by_turn: dict[str, Turn]) -> list[datetime]:
-    """When each source turn was said, in the same order (none when a source is not among the window's turns)."""
+def source_turns(source_turn_ids: list[str], by_turn: dict[str, Turn]) -> list[Turn]:
+    """The source turns, in the same order: what each turn's time and role are kept from (none when a source is
+    not among the window's turns)."""
     if not all(t in by_turn for t in source_turn_ids):
         return []
-    return [by_turn[t].ts for t in source_turn_ids]
+    return [by_turn[t] for t in source_turn_ids]
 
 
 async def build(writer: Writer, windows: list[Window], now: datetime | None = None, plain: bool = False) -> Built:
@@ -94,6 +95,7 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
             # A fact belongs to the person whose turn states it (forgetting that user must find it).
             owner = by_turn.get(draft.source_turn_ids[0], first) if draft.kind == "fact" else first
             speaker_ids, speaker_names = speakers(window, draft)
+            said = source_turns(draft.source_turn_ids, by_turn)
             pending.append(MemoryEntry(
                 id=_id(window, draft, statements),
                 tenant_id=window.tenant_id, user_id=owner.user_id, agent_id=owner.agent_id,
@@ -101,7 +103,7 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
                 persons=draft.persons, entities=draft.entities, location=draft.location, topic=draft.topic,
                 occurred_at=draft.occurred_at, created_at=now, updated_at=now,
                 source_turn_ids=draft.source_turn_ids, speaker_ids=speaker_ids,
-                turn_times=turn_times(draft.source_turn_ids, by_turn), turn_lines=draft.turn_lines,
+                turn_times=[t.ts for t in said], turn_roles=[t.role for t in said], turn_lines=draft.turn_lines,
                 speaker_names=speaker_names,
                 importance=draft.importance,
                 subject=slot.subject if slot else None, attribute=slot.attribute if slot else None,

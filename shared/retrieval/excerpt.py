@@ -3,15 +3,16 @@
 An episode written from a window (compress/offline.py, compress/plain.py) is its day headers and each turn as
 `speaker: text`, and it keeps where each turn is in its text (`MemoryEntry.turn_lines`, written by the compressor,
 never read back from the text). Under a budget, an episode after the best few is cut to the turns of the speakers
-the question names ("what has Melanie painted?": Melanie's turns): their lines, whole, each under its day's header;
-it then holds, and reports, only those turns (`source_turn_ids`, `turn_times`, and as `occurred_at` the first one's
-time when the entry kept its turns' times).
+the question names ("what has Melanie painted?": Melanie's turns), or, for a question in its asker's voice ("what
+did I paint first?", shared/retrieval/voice.py), to the user's turns (by `MemoryEntry.turn_roles`): their lines,
+whole, each under its day's header; it then holds, and reports, only those turns (`source_turn_ids`, `turn_times`,
+and as `occurred_at` the first one's time when the entry kept its turns' times).
 
 Nothing else is cut: an entry without turn lines or whose turn lines do not fit its text (written before engram kept
-them, a fact, a profile, a merged keeper), one all or none of whose turns are the named speakers', and any entry
-for a question that names no speaker or every speaker of the window. Matching a line by the question's words was
-tried and dropped: it gained nothing on the LoCoMo dev conversations and lost an ordering question's evidence in
-Chinese, where a whole run of characters rarely recurs in a line.
+them, a fact, a profile, a merged keeper), one all or none of whose turns are the ones asked about, and any entry
+for a question that names no speaker of the window (nor speaks in the first person) or names every one. Matching a
+line by the question's words was tried and dropped: it gained nothing on the LoCoMo dev conversations and lost an
+ordering question's evidence in Chinese, where a whole run of characters rarely recurs in a line.
 """
 from collections.abc import Callable, Collection
 
@@ -35,13 +36,16 @@ def _turns(entry: MemoryEntry, lines: list[str]) -> list[TurnLines] | None:
     return spans
 
 
-def about(entry: MemoryEntry, names: Collection[str]) -> set[int] | None:
+def about(entry: MemoryEntry, names: Collection[str], roles: Collection[str] = ()) -> set[int] | None:
     """Which of the entry's turns (by index) are the named speakers' (`names`: every way the question spells a
-    name, QueryPlan.names); None when the entry cannot be cut, or when that is every turn or none."""
+    name, QueryPlan.names) or said in one of `roles` (a question in the first person: the user's, QueryPlan.roles;
+    only when the entry kept its turns' roles); None when the entry cannot be cut, or when that is every turn or
+    none."""
     spans = _turns(entry, entry.text.split("\n"))
     if spans is None:
         return None
-    chosen = {i for i, span in enumerate(spans) if span.speaker in names}
+    said = entry.turn_roles if roles and len(entry.turn_roles) == len(spans) else [""] * len(spans)
+    chosen = {i for i, span in enumerate(spans) if span.speaker in names or said[i] in roles}
     return chosen if chosen and len(chosen) < len(spans) else None
 
 
@@ -66,8 +70,10 @@ def cut(entry: MemoryEntry, turns: set[int]) -> MemoryEntry:
             kept.append(line)
     order = sorted(turns)
     times = [entry.turn_times[i] for i in order] if len(entry.turn_times) == len(spans) else []
+    roles = [entry.turn_roles[i] for i in order] if len(entry.turn_roles) == len(spans) else []
     return entry.model_copy(update={
         "text": "\n".join(kept), "source_turn_ids": [entry.source_turn_ids[i] for i in order], "turn_times": times,
+        "turn_roles": roles,
         "occurred_at": times[0] if times else entry.occurred_at,
         "turn_lines": []})  # an excerpt is not cut again
 
@@ -77,7 +83,7 @@ def excerpts(hits: list[ScoredEntry], plan: QueryPlan, cost: Callable[[ScoredEnt
     """The hits: the best stay whole while their tokens (`cost`) add up to at most `whole` (none when the best alone
     takes more: a small budget gets more of what the question is about from excerpts than from one whole window),
     and every episode after them is cut to the turns of the speakers the question names; and the ids of those cut."""
-    names = frozenset(plan.names)
+    names, roles = frozenset(plan.names), plan.roles
     out: list[ScoredEntry] = []
     cut_ids: set[str] = set()
     used = 0
@@ -87,7 +93,7 @@ def excerpts(hits: list[ScoredEntry], plan: QueryPlan, cost: Callable[[ScoredEnt
             if used <= whole:
                 out.append(hit)
                 continue
-        turns = about(hit.entry, names)
+        turns = about(hit.entry, names, roles)
         if turns is None:
             out.append(hit)
         else:

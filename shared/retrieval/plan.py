@@ -10,7 +10,7 @@ from dateparser.date import DateDataParser
 from shared.compress import dates
 from shared.compress.extract import STOPWORDS
 from shared.evidence import figures
-from shared.retrieval import tense
+from shared.retrieval import tense, voice
 from shared.text import language, patterns, scripts
 
 _MONTHS = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
@@ -45,6 +45,8 @@ class QueryPlan:
         figure: how it asks for a figure ("how many"), if it does.
         sequence: the words by which it asks for the order of events ("which came first", "先…还是先…"), if it
             does: its evidence then comes in the order things happened, as a timeline.
+        roles: the roles whose turns a question in its asker's voice is about ("what did I cook?": the user's),
+            voice.py; empty when it is not in the first person or also speaks of the assistant.
     """
 
     lang: str
@@ -55,6 +57,7 @@ class QueryPlan:
     reading: tense.Reading = field(default_factory=lambda: tense.Reading("present", "no time word", explicit=False))
     figure: figures.Asked | None = None
     sequence: str | None = None
+    roles: frozenset[str] = frozenset()
 
 
 def _span(when: datetime, period: str) -> tuple[datetime, datetime]:
@@ -123,10 +126,11 @@ def query_names(query: str) -> list[str]:
 
 def plan(query: str, now: datetime, fallback_language: str = "english") -> QueryPlan:
     """The one reading of a query: language, named times (relative ones resolved against `now`), content terms,
-    names, topic, the time it asks about, how it asks for a figure, and whether it asks for the order of events."""
+    names, topic, the time it asks about, how it asks for a figure, whether it asks for the order of events, and
+    whose turns it is about when it is in its asker's voice."""
     lang = language.detect_iso(query, fallback_language)
     times = [TimeRange(p.phrase, *_span(p.when, p.period)) for p in dates.resolve(query, lang, now)]
     times += _absolute_times(query, lang, now)
     return QueryPlan(lang=lang, times=times, terms=query_terms(query), names=query_names(query),
                      topic=tense.topic(query), reading=tense.read(query, lang), figure=figures.asked(query),
-                     sequence=tense.sequence(query))
+                     sequence=tense.sequence(query), roles=voice.roles(query))

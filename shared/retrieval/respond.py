@@ -78,6 +78,7 @@ def plan_view(query_plan: QueryPlan, request: RecallRequest, searched: Searched)
         times=[PlannedTime(phrase=t.phrase, start=t.start, end=t.end) for t in query_plan.times],
         orientation=query_plan.reading.orientation, orientation_cue=query_plan.reading.cue,
         figure=query_plan.figure.cue if query_plan.figure else None, sequence=query_plan.sequence,
+        roles=sorted(query_plan.roles),
         limit=request.limit, token_budget=request.token_budget, candidates=searched.candidates,
         second_hop=len(searched.hops))
 

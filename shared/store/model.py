@@ -66,6 +66,9 @@ class MemoryEntry(BaseModel):
     # When each of the entry's own turns was said, in its order (a merge does not widen it; empty for entries written
     # before engram kept it): a question about the order of events is answered in this order.
     turn_times: list[AwareDatetime] = Field(default_factory=list)
+    # Each of those turns' role ("user", "assistant" …), in the same order (empty for entries written before engram
+    # kept it): a question in the first person is cut to the user's turns (shared/retrieval/excerpt.py).
+    turn_roles: list[str] = Field(default_factory=list)
     # Where each of those turns is in `text`, as the compressor wrote it (episodes only; empty for entries written
     # before engram kept it): what a recall under a budget cuts an excerpt by (shared/retrieval/excerpt.py).
     turn_lines: list[TurnLines] = Field(default_factory=list)

@@ -149,3 +149,37 @@ async def test_a_budget_holds_more_of_what_the_question_is_about_as_excerpts(mem
         return {t for e in reply.entries for t in e.source_turn_ids if said_by[t] == "Ana"}
 
     assert len(anas(cut)) > len(anas(whole))
+
+
+async def test_a_question_in_the_users_voice_is_cut_to_the_users_turns(memory: Memory) -> None:
+    """An assistant chat, stored by the writer (each turn's role kept): asked "which peaks did I hike?" within a
+    budget, the entries after the best few hold only the user's turns, and the budget holds more of them than whole
+    entries do; `explain` shows the plan read the question as about the user's turns. Asked what the assistant
+    said, nothing is cut by role."""
+    tenant = unique("t")
+    said = []
+    for i in range(12):
+        said += [("Ana", f"On trip {i} I hiked up peak number {i} and camped by lake {i}."),
+                 ("Assistant", f"Peak {i} is a classic. For the next trip, pack layers, start before dawn, carry two "
+                               f"litres of water and check the forecast for lake {i}, storms build by noon.")]
+    turns = [t.model_copy(update={"role": "assistant" if t.speaker == "Assistant" else "user"})
+             for t in conversation(said, user_id="u1")]
+    await memorize(memory.writer, windows.split(tenant, turns, 4))
+    role_of = {t.turn_id: t.role for t in turns}
+    request = RecallRequest(query="Which peaks did I hike?", token_budget=400, explain=True)
+    mine = await recall(memory.retrieval, tenant, request)
+    assert mine.plan is not None and mine.plan.roles == ["user"]
+    excerpts = [e for e in mine.entries if e.excerpt]
+    assert excerpts and mine.context_tokens <= 400
+    for entry in excerpts:
+        assert {role_of[t] for t in entry.source_turn_ids} == {"user"} and "Assistant:" not in entry.text
+    whole_only = replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(update={"excerpts": False}))
+    whole = await recall(whole_only, tenant, request)
+
+    def users(reply: RecallResponse) -> set[str]:
+        return {t for e in reply.entries for t in e.source_turn_ids if role_of[t] == "user"}
+
+    assert len(users(mine)) > len(users(whole))
+    yours = await recall(memory.retrieval, tenant, RecallRequest(
+        query="What did you tell me to pack for the peaks?", token_budget=400, explain=True))
+    assert yours.plan is not None and yours.plan.roles == [] and not any(e.excerpt for e in yours.entries)

@@ -155,3 +155,35 @@ def test_an_excerpt_holds_exactly_the_turns_it_reports(spec: list[tuple[str, str
         line = f"{turn.speaker}: {turn.text.strip()}"
         if i not in chosen and line not in held:
             assert line not in part.text, (line, part.text)
+
+
+ASSISTANT_CHAT = [("Mei", "I signed up for a pottery course in Kichijoji today."),
+                  ("Assistant", "Wonderful! Centering is the hardest skill for beginners: brace your elbows, use "
+                                "plenty of water and keep the wheel slow until it clicks."),
+                  ("Mei", "The teacher is about seventy and makes it look effortless."),
+                  ("Assistant", "Teachers like that are gold; watch his hands rather than the clay.")]
+
+
+def with_roles(entry: MemoryEntry, roles: list[str]) -> MemoryEntry:
+    return entry.model_copy(update={"turn_roles": roles})
+
+
+def test_a_question_in_the_askers_voice_keeps_the_users_turns() -> None:
+    """"What did I sign up for?" keeps the user's turns (by the roles the entry kept) with their ids, times and
+    roles; an entry written before roles were kept, or a question that also speaks of the assistant, stays whole;
+    a named speaker and the user's voice together keep both."""
+    said = turns(ASSISTANT_CHAT)
+    whole = with_roles(episode(said), ["user", "assistant", "user", "assistant"])
+    asked = plan("What did I sign up for, and how old is my teacher?", NOW)
+    chosen = about(whole, asked.names, asked.roles)
+    assert chosen == {0, 2}
+    part = cut(whole, chosen)
+    assert part.source_turn_ids == ["t0", "t2"] and part.turn_roles == ["user", "user"]
+    assert part.turn_times == [said[0].ts, said[2].ts] and "Assistant" not in part.text
+    assert about(episode(said), asked.names, asked.roles) is None  # no roles kept: never cut by role
+    about_you = plan("What did you tell me about centering?", NOW)
+    assert about(whole, about_you.names, about_you.roles) is None
+    both = plan("What did Assistant say after I signed up?", NOW)
+    assert about(whole, both.names, both.roles) is None  # every turn: nothing to cut
+    everyone = with_roles(whole, ["user"] * 4)  # a chat of people only (every turn a user's)
+    assert about(everyone, asked.names, asked.roles) is None

@@ -5,7 +5,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from engram_client.contract.admin import EntryKind
 from engram_client.contract.base import MAX_K, MAX_LIST_ITEMS, MAX_TOKEN_BUDGET, Id, Name, Query, Reply, TenantScoped
-from engram_client.contract.turns import Turn
+from engram_client.contract.turns import Role, Turn
 
 
 class RecallFilters(BaseModel):
@@ -154,7 +154,8 @@ class RecallPlan(BaseModel):
     """The one reading of the query every step of recall used (shown with `explain`): its language, the times and
     names it says, its content terms, the time it asks about (`orientation`: present, earlier or event, and the words
     that said so), how it asks for a figure, whether it asks for the order of events (`sequence`: then the entries
-    come oldest first, as a dated timeline), and how many entries at most within what budget."""
+    come oldest first, as a dated timeline), whose turns a question in its asker's voice is about (`roles`: the
+    user's for "what did I…", excerpts keep those turns), and how many entries at most within what budget."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -166,6 +167,7 @@ class RecallPlan(BaseModel):
     orientation_cue: str = ""
     figure: str | None = None
     sequence: str | None = None
+    roles: list[Role] = Field(default_factory=list)  # a question in its asker's voice: whose turns it is about
     limit: int = DEFAULT_K
     token_budget: int | None = None
     candidates: int = 0

@@ -828,7 +828,8 @@ export interface PlannedSearch {
  * The one reading of the query every step of recall used (shown with `explain`): its language, the times and
  * names it says, its content terms, the time it asks about (`orientation`: present, earlier or event, and the words
  * that said so), how it asks for a figure, whether it asks for the order of events (`sequence`: then the entries
- * come oldest first, as a dated timeline), and how many entries at most within what budget.
+ * come oldest first, as a dated timeline), whose turns a question in its asker's voice is about (`roles`: the
+ * user's for "what did I…", excerpts keep those turns), and how many entries at most within what budget.
  *
  * This interface was referenced by `EngramContract`'s JSON-Schema
  * via the `definition` "RecallPlan".
@@ -842,6 +843,7 @@ export interface RecallPlan {
   orientation_cue: string;
   figure: string | null;
   sequence: string | null;
+  roles: ("user" | "assistant" | "system" | "other")[];
   limit: number;
   token_budget: number | null;
   candidates: number;
