@@ -128,21 +128,24 @@ async def _curve_locomo(settings: Settings, files: list[Path], budgets: list[int
 @dataclass(frozen=True)
 class Variant:
     """Which harder reading of the stories a run uses: `crowd` stories a user, each story's distractor sessions,
-    the questions in the user's own voice."""
+    the questions in the user's own voice, a verbose assistant."""
 
     crowd: int = 1
     distractors: bool = False
     first_person: bool = False
+    verbose: int = 0  # each assistant turn at least this many characters (multihop.verbose); 0: as written
 
     def name(self, split: str) -> str:
         """The run's name in file names: `dev`, `test-distractors-crowd4`, `dev-firstperson` …"""
         return (split + ("-distractors" if self.distractors else "") + ("-firstperson" if self.first_person else "")
+                + (f"-verbose{self.verbose}" if self.verbose else "")
                 + (f"-crowd{self.crowd}" if self.crowd > 1 else ""))
 
     def title(self) -> str:
         """How a table's title says it."""
         return ((", with distractors" if self.distractors else "")
                 + (", in the first person" if self.first_person else "")
+                + (f", assistant turns of {self.verbose}+ characters" if self.verbose else "")
                 + (f", {self.crowd} stories a user" if self.crowd > 1 else ""))
 
     def stories(self, split: multihop.Split) -> list[multihop.Story]:
@@ -152,6 +155,8 @@ class Variant:
             stories = multihop.with_distractors(stories, multihop.load_distractors(multihop.distractors_path(split)))
         if self.first_person:
             stories = multihop.in_first_person(stories, multihop.load_rewrites(multihop.first_person_path(split)))
+        if self.verbose:
+            stories = multihop.verbose(stories, self.verbose)
         return multihop.crowded(stories, self.crowd)
 
 
@@ -231,7 +236,7 @@ async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k
     result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run(
         client_for, stories, split, k=k, token_budget=budget, mode=mode, progress=_progress))
     result = result.model_copy(update={"crowd": variant.crowd, "distractors": variant.distractors,
-                                       "first_person": variant.first_person})
+                                       "first_person": variant.first_person, "verbose": variant.verbose})
     table = Table(title=f"multi-session stories, {split} half{variant.title()}: k={k or 'as many as fit'}, "
                         f"token budget {budget}")
     for column in ("questions", "group", "all evidence", "any evidence", "turn recall", "in order", "context tokens"):
@@ -266,6 +271,9 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
                   first_person: bool = typer.Option(False, "--first-person",
                                                     help="ask each question as its user would, in the first "
                                                          "person (\"what did I…\", \"我…\")"),
+                  verbose: int = typer.Option(0, "--verbose", min=0, max=20000,
+                                              help="lengthen each assistant turn to at least this many characters "
+                                                   "with other stories' replies (a verbose assistant)"),
                   out: Path = typer.Option(Path("eval-out"), "--out",  # noqa: B008
                                            help="folder for multihop-<variant>.json, e.g. "
                                                 "multihop-test-distractors-firstperson-crowd4.json "
@@ -277,7 +285,7 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
         err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
         raise typer.Exit(2)
     settings = load_settings()
-    variant = Variant(crowd, distract, first_person)
+    variant = Variant(crowd, distract, first_person, verbose)
     if curve_budgets:
         run(_curve_multihop(settings, split, curve_budgets, mode, variant, out))  # type: ignore[arg-type]
         return

@@ -154,6 +154,31 @@ def in_first_person(stories: Sequence[Story], rewrites: Sequence[Rewrite]) -> li
                                                    for q in story.questions]}) for story in stories]
 
 
+def verbose(stories: Sequence[Story], chars: int) -> list[Story]:
+    """Each assistant turn lengthened to at least `chars` characters with the assistant's replies of the other
+    stories of its language (the next ones in id order, in turn), as a verbose assistant writes: a harder variant
+    where the user's turns, which hold the evidence, are a small part of each window (same questions, evidence and
+    times). Friend chats, which have no assistant, stay as they are."""
+    out: list[Story] = []
+    for _, same in itertools.groupby(sorted(stories, key=lambda s: (s.language, s.id)), key=lambda s: s.language):
+        group = list(same)
+        for i, story in enumerate(group):
+            others = [t.text for other in group[i + 1:] + group[:i] for s in other.sessions for t in s.turns
+                      if t.role == "assistant"]
+            pool = itertools.cycle(others or [""])
+            sessions = []
+            for session in story.sessions:
+                turns = []
+                for turn in session.turns:
+                    text = turn.text
+                    while turn.role == "assistant" and others and len(text) < chars:
+                        text += ("" if story.language == "zh" else " ") + next(pool)
+                    turns.append(turn.model_copy(update={"text": text}))
+                sessions.append(session.model_copy(update={"turns": turns}))
+            out.append(story.model_copy(update={"sessions": sessions}))
+    return out
+
+
 def crowded(stories: Sequence[Story], size: int) -> list[Story]:
     """The stories with every `size` of one language (in id order) under one user, the first's: each question then
     searches `size` people's memories, its own story's among the others' (a harder variant of the same set, with the

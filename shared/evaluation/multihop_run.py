@@ -32,6 +32,7 @@ class MultihopReport(BaseModel):
     crowd: int = 1  # stories a user (multihop.crowded)
     distractors: bool = False  # each story with its distractor sessions (multihop.with_distractors)
     first_person: bool = False  # the questions asked in the user's voice (multihop.in_first_person)
+    verbose: int = 0  # each assistant turn lengthened to at least this many characters (multihop.verbose)
     ingest_s: float = 0.0
     overall: Figures = Field(default_factory=Figures)
     by_type: dict[str, Figures] = Field(default_factory=dict)            # multi_hop, ordering, single_hop

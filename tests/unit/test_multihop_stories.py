@@ -143,3 +143,24 @@ def test_the_first_person_variant_asks_every_question_in_its_users_voice() -> No
 def rewrites_of(story: Story) -> list[multihop.Rewrite]:
     """A rewrite of each of the story's questions (its own text)."""
     return [multihop.Rewrite(story=story.id, question=q.id, text=q.question) for q in story.questions]
+
+
+def test_the_verbose_variant_lengthens_only_the_assistants_turns() -> None:
+    """Every assistant turn of a half reaches the length asked for, with other stories' replies of its language
+    (never its own story's); the user's turns, the friend chats, the ids, times, questions and evidence stay."""
+    stories = HALVES["dev"]
+    long = multihop.verbose(stories, 1500)
+    assert [s.id for s in long] == sorted(s.id for s in stories)
+    by_id = {s.id: s for s in stories}
+    for story in long:
+        before = by_id[story.id]
+        assert story.questions == before.questions and story.user == before.user
+        own = {t.text for s in before.sessions for t in s.turns}
+        for old_session, new_session in zip(before.sessions, story.sessions, strict=True):
+            for old, new in zip(old_session.turns, new_session.turns, strict=True):
+                assert (new.turn_id, new.ts, new.role, new.speaker) == (old.turn_id, old.ts, old.role, old.speaker)
+                if old.role == "user":
+                    assert new.text == old.text
+                else:
+                    assert len(new.text) >= 1500 and new.text.startswith(old.text)
+                    assert not own & {new.text[len(old.text):].strip()}
