@@ -38,14 +38,15 @@ def _turns(entry: MemoryEntry, lines: list[str]) -> list[TurnLines] | None:
 
 def about(entry: MemoryEntry, names: Collection[str], roles: Collection[str] = ()) -> set[int] | None:
     """Which of the entry's turns (by index) are the named speakers' (`names`: every way the question spells a
-    name, QueryPlan.names) or said in one of `roles` (a question in the first person: the user's, QueryPlan.roles;
-    only when the entry kept its turns' roles); None when the entry cannot be cut, or when that is every turn or
-    none."""
+    name, QueryPlan.names), or when it names none of the entry's speakers, said in one of `roles` (a question in the
+    first person: the user's, QueryPlan.roles; only when the entry kept its turns' roles); None when the entry
+    cannot be cut, or when that is every turn or none."""
     spans = _turns(entry, entry.text.split("\n"))
     if spans is None:
         return None
-    said = entry.turn_roles if roles and len(entry.turn_roles) == len(spans) else [""] * len(spans)
-    chosen = {i for i, span in enumerate(spans) if span.speaker in names or said[i] in roles}
+    chosen = {i for i, span in enumerate(spans) if span.speaker in names}
+    if not chosen and roles and len(entry.turn_roles) == len(spans):  # a speaker named in the entry comes first
+        chosen = {i for i, role in enumerate(entry.turn_roles) if role in roles}
     return chosen if chosen and len(chosen) < len(spans) else None
 
 

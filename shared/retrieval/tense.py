@@ -97,21 +97,23 @@ _SEQUENCE_EN = patterns.compile(
     r"the\s{1,3}order\s{1,3}(?:of\s{1,3}(?:these|those|the\s{1,3}(?:events|following|things))|(?:in\s{1,3}which\s{1,3})?"
     r"(?:these|those|they|things|events)\s{1,3}(?:happened|occurred|took\s{1,3}place|came))|"
     r"(?:what|which)\s{1,3}order\s{1,3}(?:did|do)\s{1,3}(?:these|those|they|the\s{1,3}(?:events|following|things))|"
+    r"(?:what|which|the)\s{1,3}order\b[^.?!]{0,80}?\bin(?=\s{0,3}[?？])|"
     r"before\s{1,3}or\s{1,3}after|after\s{1,3}or\s{1,3}before|earlier\s{1,3}or\s{1,3}later|first\s{1,3}or\b|"
     r"(?:came|happened|occurred|started|began|did\s{1,3}\S{1,30}\s{1,3}do)\s{1,3}first)\b",
     patterns.IGNORECASE)
 # 先 as "first" (not 先生 "Mr.", 先进 "advanced", 先锋, 先天, 祖先 "ancestor", 首先 "firstly", 优先, 原先 ...).
 _XIAN = r"(?<![首原优率领争预事祖])先(?![生前进锋天知辈驱例])"
-# …然后/接着/再… as "then": in the same clause as 先, or opening a later one ("先别急，他再婚了吗？" asks for no
-# order). …后… as "then": in the same clause as 先, or opening the next one ("先去了哪，后去了哪"); never 后 in a word
-# of its own (以后, 之后, 最后, 饭后, 后来, 后悔, 后续, 后年, 皇后 …) nor after 先 in a fixed pair (先手/后手, 先验,
-# 先来后到).
+# …然后/接着/再… as "then": in the same clause as 先, or opening a later one, or after a 后 ("待了一周后再去了哪");
+# "先别急，他再婚了吗？" asks for no order. …后… as "then": in the same clause as 先, or opening the next one
+# ("先去了哪，后去了哪"); never 后 in a word of its own (以后, 之后, 最后, 饭后, 后来, 后悔, 后续, 后年, 皇后 …) nor
+# after 先 in a fixed pair (先手/后手, 先验, 先来后到).
 _THEN_HOU = (r"(?<![首原优率领争预事祖起早])先(?![生前进锋天知辈驱例手验帝来])"
              r"[^，,；;：:、？?。！!]{1,15}(?:[，,]\s{0,3})?"
              r"(?<![以之最然随饭身皇落前背午会事此今稍])后(?![悔来面天果续代者院年期半])")
 _SEQUENCE_ZH = patterns.compile(
     r"(?<![祖])先后(?![生])|顺序|次序|依次|时间线|时间顺序|" + _XIAN + r"[^？?。！!]{1,30}还是[^？?。！!]{0,8}先|"
-    + _XIAN + r"(?:[^，,；;：:？?。！!]{1,15}|[^？?。！!]{1,30}[，,；;]\s{0,3})(?:然后|接着|再)|" + _THEN_HOU + r"|"
+    + _XIAN + r"(?:[^，,；;：:？?。！!]{1,30}|[^？?。！!]{1,30}[，,；;]\s{0,3})(?:然后|接着|再)|"
+    + _XIAN + r"[^？?。！!]{1,30}[^以]后(?:再|又)|" + _THEN_HOU + r"|"
     + r"哪(?:个|件事?)" + _XIAN + r"|谁" + _XIAN + r"|最" + _XIAN + r"发生|"
     + r"(?:之前|以前)还是(?:之后|以后)|(?:之后|以后)还是(?:之前|以前)")
 

@@ -2,45 +2,60 @@
 
 A product asks engram in its user's voice. Such a question names no speaker, yet it is about the user's own turns,
 not the assistant's replies around them (which in an assistant chat are most of a window's tokens). So a question in
-the first person is read as about the turns of role `user`, unless it also speaks of the assistant ("what did you
-recommend", "你说过什么"): then it is about both, and nothing is read.
+the first person is read as about the turns of role `user`, unless it may be about the assistant's: it speaks to or
+of the assistant ("what did you say", "the bot", "助手", "你说过什么") or of what one is given ("which hotel was
+recommended to me", "建议"). Then nothing is read, and nothing is cut by role: reading too little only costs room.
 
-A request form addresses the assistant without being about it ("can you remind me…", "do you remember…", "你还记得…
-吗", "你能帮我…"), so those words are taken out before the second person is looked for. "We" (我们, 咱们) is both
-people: it is neither first nor second person here.
+A request form asks the assistant for help without being about it ("can you remind me…", "do you remember…", "你还
+记得…吗", "帮我想想…"), so those words, with their "me", are taken out before either person is looked for. "We"
+(我们, 我們, 咱们, 我俩) is both people: it is neither first nor second person here.
 """
 from shared.text import patterns
 
 USER_ROLES = frozenset({"user"})
 
 _FIRST_EN = patterns.compile(r"\b(?:i|me|my|mine|myself|i['’](?:m|ve|d|ll))\b", patterns.IGNORECASE)
-_SECOND_EN = patterns.compile(r"\b(?:you|your|yours|yourself|you['’](?:re|ve|d|ll))\b", patterns.IGNORECASE)
-# The words by which a question asks the assistant for help without being about what it said or did.
+_FIRST_ZH = patterns.compile(r"我(?![们們俩倆])")
+# The assistant, spoken to or of, or what it gave: then the question may be about its turns.
+_ASSISTANT_EN = patterns.compile(
+    r"\b(?:you|your|yours|yourself|you['’](?:re|ve|d|ll)|u|ya|assistant|bot|chatbot|ai|"
+    r"recommend(?:s|ed|ing|ation|ations)?|suggest(?:s|ed|ing|ion|ions)?|advi[cs]e[ds]?|advising|tips?)\b",
+    patterns.IGNORECASE)
+_ASSISTANT_ZH = patterns.compile(r"[你您妳]|助手|助理|机器人|機器人|推荐|推薦|建议|建議|提议|提議")
+# The words by which a question asks the assistant for help without being about what it said or did, with the
+# "me" they hold ("can you remind me", "你还记得", "帮我想想"): taken out before either person is looked for.
 _REQUEST_EN = patterns.compile(
     r"\b(?:(?:can|could|would|will)\s{1,3}you\s{1,3}(?:please\s{1,3})?(?:help\s{1,3}me\s{1,3})?"
     r"(?:remind|tell|help|recall|remember|list|give|show|find|check|look\s{1,3}up|figure\s{1,3}out|work\s{1,3}out)"
+    r"(?:\s{1,3}me)?"
     r"|do\s{1,3}you\s{1,3}(?:still\s{1,3})?(?:remember|recall|know|have)"
-    r"|(?:thank\s{1,3}you|if\s{1,3}you\s{1,3}(?:can|could|remember)|you\s{1,3}know))\b",
+    r"|(?:please\s{1,3})?(?:remind|tell|help|show)\s{1,3}me"
+    r"|thank\s{1,3}you|if\s{1,3}you\s{1,3}(?:can|could|remember)|you\s{1,3}know)\b",
     patterns.IGNORECASE)
-_FIRST_ZH = patterns.compile(r"我(?:[^们]|$)")
-_SECOND_ZH = patterns.compile(r"[你您]")
 _REQUEST_ZH = patterns.compile(
-    r"(?:请)?[你您](?:还)?(?:记得|知道|能不能|能|可以|可不可以|帮我|帮忙)|请[你您]|谢谢[你您]")
+    r"(?:请)?[你您](?:还)?(?:记得|知道|能不能|能|可以|可不可以)(?:帮我|帮忙|提醒我|告诉我)?|"
+    r"(?:请)?[你您]?(?:帮我|帮忙|提醒我|告诉我)|请[你您]|谢谢[你您]")
+
+
+def _without_requests(query: str) -> str:
+    return _REQUEST_ZH.sub(" ", _REQUEST_EN.sub(" ", query))
 
 
 def first_person(query: str) -> bool:
-    """Whether the question speaks of its asker (I, my, 我), not only of others or of both (we, 我们)."""
-    return bool(_FIRST_EN.search(query) or _FIRST_ZH.search(query))
+    """Whether the question speaks of its asker (I, my, 我) past the request forms ("remind me"), not only of
+    others or of both (we, 我们)."""
+    rest = _without_requests(query)
+    return bool(_FIRST_EN.search(rest) or _FIRST_ZH.search(rest))
 
 
-def addresses_assistant(query: str) -> bool:
-    """Whether the question speaks of the assistant ("what did you say", "你推荐的"), past the request forms that
-    only ask it for help ("can you remind me", "你还记得")."""
-    rest = _REQUEST_ZH.sub(" ", _REQUEST_EN.sub(" ", query))
-    return bool(_SECOND_EN.search(rest) or _SECOND_ZH.search(rest))
+def speaks_of_assistant(query: str) -> bool:
+    """Whether the question may be about the assistant's turns: it speaks to or of the assistant past the request
+    forms ("what did you say", "the bot", "你推荐的", "助手"), or of what one is given ("recommended to me", "建议")."""
+    rest = _without_requests(query)
+    return bool(_ASSISTANT_EN.search(rest) or _ASSISTANT_ZH.search(rest))
 
 
 def roles(query: str) -> frozenset[str]:
     """The roles whose turns the question is about: the user's for a question in the first person that does not
     speak of the assistant; none (no reading) otherwise."""
-    return USER_ROLES if first_person(query) and not addresses_assistant(query) else frozenset()
+    return USER_ROLES if first_person(query) and not speaks_of_assistant(query) else frozenset()

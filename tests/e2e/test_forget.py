@@ -181,5 +181,6 @@ async def test_a_user_forgotten_leaves_no_word_in_entries_others_own_and_the_rec
         for entry in (after[i] for i in changed if after[i].kind == "episodic"):  # written again, turn lines too
             own = entry.unmerged["source_turn_ids"] if entry.unmerged is not None else entry.source_turn_ids
             assert len(entry.turn_lines) == len(own), entry
+            assert entry.turn_roles == ["user"] * len(own), entry  # and each kept turn's role, in step
             lines = entry.text.split("\n")
             assert all(lines[s.first].startswith(f"{s.speaker}: ") for s in entry.turn_lines), entry

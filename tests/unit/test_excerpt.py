@@ -170,8 +170,8 @@ def with_roles(entry: MemoryEntry, roles: list[str]) -> MemoryEntry:
 
 def test_a_question_in_the_askers_voice_keeps_the_users_turns() -> None:
     """"What did I sign up for?" keeps the user's turns (by the roles the entry kept) with their ids, times and
-    roles; an entry written before roles were kept, or a question that also speaks of the assistant, stays whole;
-    a named speaker and the user's voice together keep both."""
+    roles; an entry written before roles were kept, or a question that may be about the assistant's turns (spoken
+    to or of, under any name, or for what it gave), stays whole; a speaker the question names comes first."""
     said = turns(ASSISTANT_CHAT)
     whole = with_roles(episode(said), ["user", "assistant", "user", "assistant"])
     asked = plan("What did I sign up for, and how old is my teacher?", NOW)
@@ -183,7 +183,13 @@ def test_a_question_in_the_askers_voice_keeps_the_users_turns() -> None:
     assert about(episode(said), asked.names, asked.roles) is None  # no roles kept: never cut by role
     about_you = plan("What did you tell me about centering?", NOW)
     assert about(whole, about_you.names, about_you.roles) is None
-    both = plan("What did Assistant say after I signed up?", NOW)
-    assert about(whole, both.names, both.roles) is None  # every turn: nothing to cut
+    named = plan("What did Assistant answer after I signed up?", NOW)
+    assert about(whole, named.names, named.roles) == {1, 3}  # a speaker named in the entry comes first
     everyone = with_roles(whole, ["user"] * 4)  # a chat of people only (every turn a user's)
     assert about(everyone, asked.names, asked.roles) is None
+    aria = with_roles(episode(turns([(s if s == "Mei" else "Aria", t) for s, t in ASSISTANT_CHAT])),
+                      ["user", "assistant", "user", "assistant"])
+    for question in ("What tips did the assistant give me for centering?", "Which tips was I given?",
+                     "Can you remind me what was recommended for beginners?", "助手给我推荐了什么？"):
+        reading = plan(question, NOW)
+        assert about(aria, reading.names, reading.roles) is None, question  # it may be about Aria's turns

@@ -109,6 +109,8 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
             "小李是先考驾照后买车的吗？", "她是先去的巴黎后去的伦敦吗？", "他先辞职后创业的吗？",
             "Do you remember the order these happened in: the move, the job?", "What order did these happen in?",
             "Can you list the order in which they happened?", "Remind me of the order of these: A, B, C.",
+            "What order did I visit Rome and Paris in?", "What was the order I visited the cities in?",
+            "她先去了巴黎，在那待了一周后再去了哪？", "我先去了北京和天津还有好几个别的很远很远的城市然后去了哪里？",
             "她先去了北京，然后去了哪里？", "他先报了名，接着做了什么？", "先吃饭再去看电影的是谁？"]
     not_asked = ["What was her first job?", "Where did Lena live before?", "Where does Lena live now?",
                  "王先生现在住在哪里？", "她以前住在哪？", "How much did he spend on his first guitar?",
@@ -125,7 +127,8 @@ def test_questions_about_the_order_of_events_are_recognised_in_english_and_chine
                  "先帝的皇后是谁？", "围棋里先手和后手有什么区别？", "先验概率和后验概率有什么区别？",
                  "他们排队讲究先来后到吗？", "先别急，他再婚了吗？", "先说说，你再告诉我他去哪了？",
                  "我先查一下，他接着要去哪？", "What order did I place at the cafe?",
-                 "What was the order of pizza toppings?"]
+                 "What was the order of pizza toppings?",
+                 "What did I order in the cafe?", "先别急，以后再说吧，他住哪？"]
     assert all(sequence(q) for q in asks), [q for q in asks if not sequence(q)]
     assert not any(sequence(q) for q in not_asked), [q for q in not_asked if sequence(q)]
 

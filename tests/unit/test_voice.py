@@ -1,7 +1,7 @@
-"""A question in its asker's voice ("what did I…", "我…") is about the user's turns; one that also speaks of the
-assistant ("what did you recommend", "你推荐的") or of both people ("we", "我们") is not read, nor is one about
-others. Request forms that only ask the assistant for help ("can you remind me", "你还记得") do not count as
-speaking of it."""
+"""A question in its asker's voice ("what did I…", "我…") is about the user's turns; one that may be about the
+assistant's (spoken to or of, "the bot", "助手", or what it gave, "recommended to me", "建议"), or about both people
+("we", "我们", "我們") is not read, nor is one about others. Request forms that only ask the assistant for help ("can
+you remind me", "你还记得") count neither as speaking of it nor, with their "me", as the first person."""
 from datetime import UTC, datetime
 
 import pytest
@@ -27,6 +27,14 @@ ABOUT_THE_USER = [
 ]
 NOT_READ = [
     "What did you recommend I read next?",
+    "Can you remind me which hotel was recommended for Lisbon?",
+    "What hotel did the assistant suggest to me?",
+    "Which tips did the bot give me about sleep?",
+    "助手给我推荐了哪家酒店？",
+    "我們上次聊了什麼？",
+    "我俩上次去哪儿吃的饭？",
+    "妳上次說我應該怎麼做？",
+    "Remind me which book the club read at Christmas?",
     "Which restaurant did you suggest for my birthday?",
     "What did we talk about last week?",
     "Which city did Mei visit first?",
@@ -59,5 +67,7 @@ def test_a_question_about_the_assistant_both_people_or_others_is_not_read(questi
 def test_long_hostile_questions_are_read_in_linear_time() -> None:
     """Fifty thousand characters of near-matches (request forms without an end, "you" and "I" run together) are
     read at once: the patterns are linear (shared/text/patterns.py refuses any that is not)."""
-    for text in ("can you " * 6000, "you'" * 12000, "我们" * 25000, "请你还" * 16000, "i'm " * 12000):
-        assert voice.roles(text) in ({"user"}, frozenset())
+    expected = {"can you " * 6000: frozenset(), "you'" * 12000: frozenset(), "我们" * 25000: frozenset(),
+                "请你还" * 16000: frozenset(), "remind me " * 5000: frozenset(), "i'm " * 12000: {"user"},
+                "我的" * 25000: {"user"}, "can you remind me what i " * 2000: {"user"}}
+    assert {text: voice.roles(text) for text in expected} == expected
