@@ -4,11 +4,12 @@ A product asks engram in its user's voice. Such a question names no speaker, yet
 not the assistant's replies around them (which in an assistant chat are most of a window's tokens). So a question in
 the first person is read as about the turns of role `user`, unless it may be about the assistant's: it speaks to or
 of the assistant ("what did you say", "the bot", "助手", "你说过什么") or of what one is given ("which hotel was
-recommended to me", "建议"). Then nothing is read, and nothing is cut by role: reading too little only costs room.
+recommended to me", "建议"), or of both of them and their conversation ("in our last chat you…", "我们上次聊到…").
+Then nothing is read, and nothing is cut by role: reading too little only costs room.
 
 A request form asks the assistant for help without being about it ("can you remind me…", "do you remember…", "你还
 记得…吗", "帮我想想…"), so those words, with their "me", are taken out before either person is looked for. "We"
-(我们, 我們, 咱们, 我俩) is both people: it is neither first nor second person here.
+(us, our, 我们, 我們, 咱们, 我俩) may be both of them: a question about "we" is not cut by role either.
 """
 from shared.text import patterns
 
@@ -16,12 +17,15 @@ USER_ROLES = frozenset({"user"})
 
 _FIRST_EN = patterns.compile(r"\b(?:i|me|my|mine|myself|i['’](?:m|ve|d|ll))\b", patterns.IGNORECASE)
 _FIRST_ZH = patterns.compile(r"我(?![们們俩倆])")
-# The assistant, spoken to or of, or what it gave: then the question may be about its turns.
+# The assistant, spoken to or of, what it gave, or the two of them and their conversation ("in our previous chat",
+# "我们上次聊到"): then the question may be about its turns.
 _ASSISTANT_EN = patterns.compile(
     r"\b(?:you|your|yours|yourself|you['’](?:re|ve|d|ll)|u|ya|assistant|bot|chatbot|ai|"
+    r"we|us|our|ours|ourselves|we['’](?:re|ve|d|ll)|conversations?|chats?|chatted|discussion|discussed|"
     r"recommend(?:s|ed|ing|ation|ations)?|suggest(?:s|ed|ing|ion|ions)?|advi[cs]e[ds]?|advising|tips?)\b",
     patterns.IGNORECASE)
-_ASSISTANT_ZH = patterns.compile(r"[你您妳]|助手|助理|机器人|機器人|推荐|推薦|建议|建議|提议|提議")
+_ASSISTANT_ZH = patterns.compile(
+    r"[你您妳]|助手|助理|机器人|機器人|推荐|推薦|建议|建議|提议|提議|我们|我們|咱们|咱們|我俩|我倆|聊|对话|對話|讨论|討論")
 # The words by which a question asks the assistant for help without being about what it said or did, with the
 # "me" they hold ("can you remind me", "你还记得", "帮我想想"): taken out before either person is looked for.
 _REQUEST_EN = patterns.compile(
