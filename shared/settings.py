@@ -98,8 +98,8 @@ class Settings(BaseSettings):
     second_hop_weight: float = Field(default=0.8, ge=0.0, le=2.0)
     second_hop_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     # Excerpts (shared/retrieval/excerpt.py): under a token budget, the best hits stay whole while they take at most
-    # excerpt_whole_share of the room; every episode after them is cut to the turns of the speakers the question names,
-    # so the budget holds more distinct evidence.
+    # excerpt_whole_share of the room; every episode after them is cut to the turns of the speakers the question names
+    # (or of the user, for a question in the first person), so the budget holds more distinct evidence.
     # false: entries always whole.
     excerpts: bool = True
     excerpt_whole_share: float = Field(default=0.25, ge=0.0, le=1.0)
