@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from shared.compress import Window
 from shared.compress.choose import compression
 from shared.compress.model import Draft
-from shared.embedding import Bm25Encoder, OnDemandEmbedder
-from shared.embedding.passage import passage
+from shared.embedding import EMBED_CHARS, Bm25Encoder, OnDemandEmbedder
 from shared.llm import LlmClient
 from shared.settings import Settings
 from shared.store import Vectors
@@ -38,5 +37,5 @@ class Rederive:
             return None
         draft = drafts[0]
         sparse = Bm25Encoder(self.settings.bm25_language)
-        dense = (await self.embedder.get().passages([passage(draft.text, draft.turn_lines)]))[0]
+        dense = (await self.embedder.get().passages([draft.text[:EMBED_CHARS]]))[0]
         return Episode(draft=draft, vectors=Vectors(dense=dense, sparse=sparse.document(draft.text)))

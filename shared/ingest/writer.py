@@ -7,8 +7,7 @@ from engram_client.contract import Turn
 from shared.compress import Compressor, Window
 from shared.compress.model import Draft, FactExtractor
 from shared.compress.plain import plain_episode
-from shared.embedding import Bm25Encoder, Embedder
-from shared.embedding.passage import passage
+from shared.embedding import EMBED_CHARS, Bm25Encoder, Embedder
 from shared.runtime import metrics
 from shared.store import MemoryEntry, Scope, Store, StoredEntry, Vectors, entry_id
 from shared.tracing import spans
@@ -118,7 +117,7 @@ async def build(writer: Writer, windows: list[Window], now: datetime | None = No
     texts = [e.text for e in pending]
     with metrics.ingest_stage_seconds.labels("embed").time(), spans.span("engram.embed",
                                                                          attributes={"engram.entries": len(texts)}):
-        dense, sparse = await asyncio.gather(writer.embedder.passages([passage(e.text, e.turn_lines) for e in pending]),
+        dense, sparse = await asyncio.gather(writer.embedder.passages([t[:EMBED_CHARS] for t in texts]),
                                              asyncio.to_thread(lambda: [writer.sparse.document(t) for t in texts]))
     return Built([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=s))
                   for e, d, s in zip(pending, dense, sparse, strict=True)], stale)

@@ -32,8 +32,7 @@ from engram_client.errors import InvalidRequest
 from shared.compress import Window
 from shared.compress.choose import compression
 from shared.compress.workers import TextWorkers
-from shared.embedding import Bm25Encoder, Embedder, embedding_dim, open_embedder
-from shared.embedding.passage import passage
+from shared.embedding import EMBED_CHARS, Bm25Encoder, Embedder, embedding_dim, open_embedder
 from shared.ingest.writer import Writer, build, save
 from shared.llm import LlmClient
 from shared.messaging import streams
@@ -221,7 +220,8 @@ async def _carry_over(old: Store, new: Store, covered: set[TurnKey], writer: Wri
             copies = [e for e in wanted if e.id not in present]
             if not copies:
                 continue
-            dense = await writer.embedder.passages([passage(e.text, e.turn_lines) for e in copies])
+            texts = [e.text for e in copies]
+            dense = await writer.embedder.passages([t[:EMBED_CHARS] for t in texts])
             await new.upsert([StoredEntry(entry=e, vectors=Vectors(dense=d, sparse=writer.sparse.document(e.text)))
                               for e, d in zip(copies, dense, strict=True)])
             carried += len(copies)

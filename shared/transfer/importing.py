@@ -13,8 +13,7 @@ from engram_client import subjects
 from engram_client.contract import ExportedEntry, ExportedTurn, ImportRequest, ImportResult, Turn, check_tenant
 from engram_client.errors import Forbidden, InvalidRequest, Unavailable
 from shared.consolidation.lease import Leases
-from shared.embedding import Bm25Encoder, Embedder
-from shared.embedding.passage import passage
+from shared.embedding import EMBED_CHARS, Bm25Encoder, Embedder
 from shared.messaging.connection import transient
 from shared.store import EntryFilter, Scope, Store, StoredEntry, Vectors, pages
 from shared.transfer.entries import stored_entry
@@ -113,7 +112,7 @@ async def _entries(importing: Importing, tenant: str, lines: list[ExportedEntry]
                                           else None for line in lines]
         again = [i for i, dense in enumerate(kept) if dense is None]
         if again:
-            made = await importing.embedder().passages([passage(new[i].text, new[i].turn_lines) for i in again])
+            made = await importing.embedder().passages([texts[i][:EMBED_CHARS] for i in again])
             for i, vector in zip(again, made, strict=True):
                 kept[i] = vector
         dense = [vector or [] for vector in kept]
