@@ -118,7 +118,11 @@ async def test_explain_shows_the_one_plan_and_which_hop_brought_each_entry(memor
     assert later.hop == 2 and plan.second_hop >= 1
     assert any("teodoro quaresma" in why for why in later.via), later.via
     assert later.dense_rank is None and later.sparse_rank is None  # ranked by another search than the first pass
-    assert all(x.hop == 1 and not x.via for c, x in by_conversation.items() if c != "later")
+    # The market entry came by the query; only the forty interchangeable near misses may come by the second hop too
+    # (which of them the first pass's cut reached depends on ties, which the tenant's name decides).
+    assert by_conversation["market"].hop == 1 and not by_conversation["market"].via
+    others = [(e.conversation_id, e.explanation) for e in reply.entries if e.explanation]
+    assert all(x.hop == 1 and not x.via for c, x in others if c not in ("later", "stalls")), others
     assert tokens.count(reply.context) == reply.context_tokens
 
 
