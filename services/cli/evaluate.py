@@ -1,6 +1,5 @@
 """`engram eval locomo`: publish LoCoMo conversations through NATS, ask every question, score against baselines."""
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, TypeVar, get_args
 
@@ -125,43 +124,8 @@ async def _curve_locomo(settings: Settings, files: list[Path], budgets: list[int
     _write_curve(result, out, "curve")
 
 
-@dataclass(frozen=True)
-class Variant:
-    """Which harder reading of the stories a run uses: `crowd` stories a user, each story's distractor sessions,
-    the questions in the user's own voice, a verbose assistant."""
-
-    crowd: int = 1
-    distractors: bool = False
-    first_person: bool = False
-    verbose: int = 0  # each assistant turn at least this many characters (multihop.verbose); 0: as written
-
-    def name(self, split: str) -> str:
-        """The run's name in file names: `dev`, `test-distractors-crowd4`, `dev-firstperson` …"""
-        return (split + ("-distractors" if self.distractors else "") + ("-firstperson" if self.first_person else "")
-                + (f"-verbose{self.verbose}" if self.verbose else "")
-                + (f"-crowd{self.crowd}" if self.crowd > 1 else ""))
-
-    def title(self) -> str:
-        """How a table's title says it."""
-        return ((", with distractors" if self.distractors else "")
-                + (", in the first person" if self.first_person else "")
-                + (f", assistant turns of {self.verbose}+ characters" if self.verbose else "")
-                + (f", {self.crowd} stories a user" if self.crowd > 1 else ""))
-
-    def stories(self, split: multihop.Split) -> list[multihop.Story]:
-        """The half's stories, as this variant reads them."""
-        stories = multihop.load(multihop.split_path(split))
-        if self.distractors:
-            stories = multihop.with_distractors(stories, multihop.load_distractors(multihop.distractors_path(split)))
-        if self.first_person:
-            stories = multihop.in_first_person(stories, multihop.load_rewrites(multihop.first_person_path(split)))
-        if self.verbose:
-            stories = multihop.verbose(stories, self.verbose)
-        return multihop.crowded(stories, self.crowd)
-
-
-async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: list[int], mode: str, variant: Variant,
-                          out: Path) -> None:
+async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: list[int], mode: str,
+                          variant: multihop.Variant, out: Path) -> None:
     stories = variant.stories(split)
     embedder = open_embedder(settings)
     try:
@@ -231,7 +195,7 @@ def eval_story(story_id: str = typer.Argument(help="an update story's id, e.g. e
 
 
 async def _eval_multihop(settings: Settings, split: multihop.Split, mode: str, k: int | None, budget: int | None,
-                         variant: Variant, out: Path) -> None:
+                         variant: multihop.Variant, out: Path) -> None:
     stories = variant.stories(split)
     result = await _against(settings, "eval-multihop", lambda client_for: multihop_run.run(
         client_for, stories, split, k=k, token_budget=budget, mode=mode, progress=_progress))
@@ -285,7 +249,7 @@ def eval_multihop(split: str = typer.Option("dev", "--split", help="dev (tune on
         err.print(f"[red]--split must be dev or test, not {split!r}[/red]")
         raise typer.Exit(2)
     settings = load_settings()
-    variant = Variant(crowd, distract, first_person, verbose)
+    variant = multihop.Variant(crowd, distract, first_person, verbose)
     if curve_budgets:
         run(_curve_multihop(settings, split, curve_budgets, mode, variant, out))  # type: ignore[arg-type]
         return

@@ -9,6 +9,7 @@ event comes in the order the events happened.
 """
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -192,6 +193,41 @@ def crowded(stories: Sequence[Story], size: int) -> list[Story]:
             crowd = group[start:start + size]
             out += [story.model_copy(update={"user": crowd[0].user}) for story in crowd]
     return out
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Which harder reading of the stories a run uses: `crowd` stories a user, each story's distractor sessions,
+    the questions in the user's own voice, a verbose assistant."""
+
+    crowd: int = 1
+    distractors: bool = False
+    first_person: bool = False
+    verbose: int = 0  # each assistant turn at least this many characters (verbose); 0: as written
+
+    def name(self, split: str) -> str:
+        """The run's name in file names: `dev`, `test-distractors-crowd4`, `dev-firstperson` …"""
+        return (split + ("-distractors" if self.distractors else "") + ("-firstperson" if self.first_person else "")
+                + (f"-verbose{self.verbose}" if self.verbose else "")
+                + (f"-crowd{self.crowd}" if self.crowd > 1 else ""))
+
+    def title(self) -> str:
+        """How a table's title says it."""
+        return ((", with distractors" if self.distractors else "")
+                + (", in the first person" if self.first_person else "")
+                + (f", assistant turns of {self.verbose}+ characters" if self.verbose else "")
+                + (f", {self.crowd} stories a user" if self.crowd > 1 else ""))
+
+    def stories(self, split: Split) -> list[Story]:
+        """The half's stories, as this variant reads them."""
+        stories = load(split_path(split))
+        if self.distractors:
+            stories = with_distractors(stories, load_distractors(distractors_path(split)))
+        if self.first_person:
+            stories = in_first_person(stories, load_rewrites(first_person_path(split)))
+        if self.verbose:
+            stories = verbose(stories, self.verbose)
+        return crowded(stories, self.crowd)
 
 
 def split_path(split: Split, folder: Path = DATA_DIR) -> Path:

@@ -84,8 +84,8 @@ def read(query: str, lang: str) -> Reading:
 
 
 # The order of events is asked for by these words: "in what order", "the order these happened in", "the order of
-# these", "which came first", "before or after", "put
-# these in order", "先…还是先…", "先…后…" (not 后来 "later", 后悔, 后面, 后天, 后果), "先后", "顺序", "之前还是之后".
+# these", "which came first", "before or after", "put these in order", "先…还是先…", "先…后…" (not 后来 "later",
+# 后悔, 后面, 后天, 后果), "先后", "顺序", "之前还是之后".
 # A question that only names an earlier state ("where did she live before?"), says "first" of a thing ("her first
 # job", "who finished first?"), or asks what happened at a time ("what did you do last summer?", "then?") asks for
 # no order.

@@ -45,21 +45,21 @@ def _without_requests(query: str) -> str:
     return _REQUEST_ZH.sub(" ", _REQUEST_EN.sub(" ", query))
 
 
-def first_person(query: str) -> bool:
-    """Whether the question speaks of its asker (I, my, 我) past the request forms ("remind me"), not only of
-    others or of both (we, 我们)."""
-    rest = _without_requests(query)
+def _first_person(rest: str) -> bool:
+    """Whether the question (past its request forms) speaks of its asker (I, my, 我), not only of others or of
+    both (we, 我们)."""
     return bool(_FIRST_EN.search(rest) or _FIRST_ZH.search(rest))
 
 
-def speaks_of_assistant(query: str) -> bool:
-    """Whether the question may be about the assistant's turns: it speaks to or of the assistant past the request
-    forms ("what did you say", "the bot", "你推荐的", "助手"), or of what one is given ("recommended to me", "建议")."""
-    rest = _without_requests(query)
+def _speaks_of_assistant(rest: str) -> bool:
+    """Whether the question (past its request forms) may be about the assistant's turns: it speaks to or of the
+    assistant ("what did you say", "the bot", "你推荐的", "助手"), of what one is given ("recommended to me", "建议"),
+    or of "we" and their conversation."""
     return bool(_ASSISTANT_EN.search(rest) or _ASSISTANT_ZH.search(rest))
 
 
 def roles(query: str) -> frozenset[str]:
     """The roles whose turns the question is about: the user's for a question in the first person that does not
     speak of the assistant; none (no reading) otherwise."""
-    return USER_ROLES if first_person(query) and not speaks_of_assistant(query) else frozenset()
+    rest = _without_requests(query)
+    return USER_ROLES if _first_person(rest) and not _speaks_of_assistant(rest) else frozenset()
