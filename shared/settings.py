@@ -97,6 +97,10 @@ class Settings(BaseSettings):
     second_hop_seeds: int = Field(default=5, ge=0, le=50)
     second_hop_weight: float = Field(default=0.8, ge=0.0, le=2.0)
     second_hop_boost: float = Field(default=0.15, ge=0.0, le=10.0)
+    # Of the best follow_questions first episodes, each that ends on a question brings the next window of its
+    # conversation (the answer), at follow_weight times its score (hops.follow). 0: none followed.
+    follow_questions: int = Field(default=3, ge=0, le=20)
+    follow_weight: float = Field(default=0.5, ge=0.0, le=2.0)
     # Excerpts (shared/retrieval/excerpt.py): under a token budget, the best hits stay whole while they take at most
     # excerpt_whole_share of the room; every episode after them is cut to the turns of the speakers the question names
     # (or of the user, for a question in the first person), so the budget holds more distinct evidence.

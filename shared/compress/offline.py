@@ -8,6 +8,7 @@ from shared.compress.model import Draft, Window, turn_lines
 from shared.text import language, scripts
 
 IMAGE_CAPTION_KEY = "image_caption"  # metadata key a product may set when a turn shares an image
+PHOTO_OPEN = " [shares a photo: "      # how a turn's line ends when it shares an image: the caption, in brackets
 SHORT_REPLY_WORDS = 8
 CONTEXT_PREFIX = "(before: "  # the line quoting the turn before a window that opens with a short reply
 
@@ -22,8 +23,15 @@ def _line(turn: Turn, lang: str) -> tuple[str, list[dates.ResolvedPhrase]]:
     text, found = dates.annotate(turn.text.strip(), lang, turn.ts)
     caption = turn.metadata.get(IMAGE_CAPTION_KEY)
     if isinstance(caption, str) and caption.strip():
-        text += f" [shares a photo: {caption.strip()}]"
+        text += f"{PHOTO_OPEN}{caption.strip()}]"
     return f"{turn.speaker}: {text}", found
+
+
+def spoken(line: str) -> str:
+    """A turn's last line without the photo caption `_line` may have put after its words."""
+    if line.endswith("]") and PHOTO_OPEN in line:
+        return line.rpartition(PHOTO_OPEN)[0]
+    return line
 
 
 def _clip(text: str, max_chars: int) -> str:

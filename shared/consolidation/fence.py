@@ -168,6 +168,11 @@ class FencedStore:
         """As the store's."""
         return await self.store.newest(scope, entry_filter=entry_filter, limit=limit)
 
+    async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                       limit: int = 100) -> list[MemoryEntry]:
+        """As the store's."""
+        return await self.store.earliest(scope, entry_filter=entry_filter, limit=limit)
+
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """As the store's."""
         return await self.store.tenants(limit)

@@ -13,13 +13,20 @@ seeds are the best first hits (profiles aside: a summary of everything links to 
 That is one more engine call, BM25 alone (the dense search would only repeat the first pass's); a hit it returns
 that the first pass did not enters the candidates as one search's rank counts in the fusion, at `weight` times that,
 raised when it names a seed's person or is of a seed's day, and `explain` says which links brought it (`via`).
+
+One more link needs no words: a window that ends on a question ("What did you take away from it?") has its answer
+in the next window of its conversation, which shares neither the question's words nor the book's name. The best
+first episodes that end on one bring that window (`follow`: one ordered read of the store each, at most `seeds`),
+at `weight` times the asking hit's score.
 """
+import asyncio
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from shared.compress.offline import spoken
 from shared.retrieval.plan import QueryPlan
-from shared.store import MemoryEntry, ScoredEntry
+from shared.store import EntryFilter, MemoryEntry, Scope, ScoredEntry, Store
 from shared.store.hits import rrf
 
 NEIGHBOUR = timedelta(minutes=30)  # a window this close to a seed, in its conversation, is its neighbour
@@ -98,3 +105,53 @@ def fuse(first: list[ScoredEntry], second: list[ScoredEntry], found: Links, weig
         for rank, h in enumerate(second, start=1) if h.entry.id not in seen]
     merged = sorted([*first, *added], key=lambda h: h.score, reverse=True)
     return merged, {h.entry.id: why(h, found) for h in added}
+
+
+QUESTION_MARKS = ("?", "？")
+
+
+def asks(entry: MemoryEntry) -> bool:
+    """Whether an episode ends on a question: its last turn's own words (a shared photo's caption aside) end with a
+    question mark."""
+    lines = entry.text.split("\n")
+    last = lines[entry.turn_lines[-1].last] if entry.turn_lines and entry.turn_lines[-1].last < len(lines) \
+        else lines[-1]
+    return spoken(last).rstrip().endswith(QUESTION_MARKS)
+
+
+def _after(entry_filter: EntryFilter, seed: MemoryEntry) -> EntryFilter:
+    """The request's filter narrowed to the episodes that begin within NEIGHBOUR after the seed's last turn."""
+    last = max(seed.turn_times) if seed.turn_times else seed.occurred_at
+    since = max(last, entry_filter.since) if entry_filter.since else last
+    until = min(last + NEIGHBOUR, entry_filter.until) if entry_filter.until else last + NEIGHBOUR
+    return entry_filter.model_copy(update={"kinds": ["episodic"], "since": since, "until": until})
+
+
+async def follow(store: Store, scope: Scope, entry_filter: EntryFilter, hits: list[ScoredEntry], seeds: int,
+                 weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """The hits with the windows that answer the questions the best `seeds` first episodes end on, best first, and
+    why each new one came. The answer is the next episode of the asking one's conversation (within the request's
+    scope and filters, starting at most NEIGHBOUR after its last turn); it enters at `weight` times the asking hit's
+    score unless it is already a hit."""
+    asking = [h for h in hits if h.entry.kind == "episodic"][:seeds]
+
+    asking = [h for h in asking if asks(h.entry)]
+    if not asking:
+        return hits, {}
+    # A few entries each: the asking episode itself (its last turn may share its first's instant) is passed over.
+    found = await asyncio.gather(*(store.earliest(
+        Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=h.entry.conversation_id),
+        entry_filter=_after(entry_filter, h.entry), limit=3) for h in asking))
+    by_id = {h.entry.id: h for h in hits}
+    reasons: dict[str, list[str]] = {}
+    for hit, later in zip(asking, found, strict=True):
+        held = set(hit.entry.source_turn_ids)
+        answer = next((e for e in later if e.id != hit.entry.id and not held & set(e.source_turn_ids)), None)
+        score = weight * hit.score
+        if answer is None or (answer.id in by_id and by_id[answer.id].score >= score):
+            continue
+        known = by_id.get(answer.id)
+        by_id[answer.id] = known.model_copy(update={"score": score}) if known else ScoredEntry(entry=answer,
+                                                                                                 score=score)
+        reasons[answer.id] = [f"answers the question first hit {hit.entry.id} ends on"]
+    return sorted(by_id.values(), key=lambda h: h.score, reverse=True), reasons

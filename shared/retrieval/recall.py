@@ -229,9 +229,19 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
                                                       using="sparse", limit=candidates, entry_filter=entry_filter)
                 hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight,
                                          settings.second_hop_boost, settings.rrf_k)
+    raised: dict[str, list[str]] = {}  # first-pass hits a link raised, and why
+    if settings.follow_questions and hits:
+        first_pass = {h.entry.id for h in hits} - hopped.keys()
+        with spans.span("engram.recall follow"):
+            hits, followed = await hops.follow(retrieval.store, scope, entry_filter, hits,
+                                               settings.follow_questions, settings.follow_weight)
+        for entry_id, why in followed.items():
+            (raised if entry_id in first_pass else hopped).setdefault(entry_id, []).extend(why)
     searched = time.perf_counter()
     with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
         reasons = _boost_reasons(hits, query_plan, settings)
+        for entry_id, why in raised.items():
+            reasons[entry_id].extend(why)
         hits, smoothed = _smooth(hits, settings.neighbor_weight)
         for entry_id, why in smoothed.items():
             reasons.setdefault(entry_id, []).extend(why)

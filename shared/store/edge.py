@@ -269,6 +269,14 @@ class EdgeStore(ByIdMixin):
         records, _ = await self._read(self._shard.scroll, request)
         return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
 
+    async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                       limit: int = 100) -> list[MemoryEntry]:
+        """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
+        request = qe.ScrollRequest(limit=limit, filter=_filter(scope, entry_filter), with_payload=True,
+                                   with_vector=False, order_by=qe.OrderBy(scoping.OCCURRED_AT, qe.Direction.Asc))
+        records, _ = await self._read(self._shard.scroll, request)
+        return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
+
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries (from the tenant index; no entry is read)."""
         response = await self._read(self._shard.facet, qe.FacetRequest(key=scoping.TENANT_FIELD, limit=limit,

@@ -56,6 +56,10 @@ class Store(Protocol):
         """Up to `limit` entries, the most recent first (by `occurred_at`; entries of one instant in any order). The
         next page narrows `entry_filter.until` (inclusive) to the last instant seen."""
 
+    async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                       limit: int = 100) -> list[MemoryEntry]:
+        """Up to `limit` entries, the earliest first (by `occurred_at`; entries of one instant in any order)."""
+
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries. The one read not scoped to a tenant: it returns ids, never data."""
 

@@ -214,6 +214,15 @@ class ClientStore(ByIdMixin):
                 with_vectors=False, order_by=qm.OrderBy(key=scoping.OCCURRED_AT, direction=qm.Direction.DESC))
         return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
 
+    async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                       limit: int = 100) -> list[MemoryEntry]:
+        """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
+        with _reachable("an ordered scroll"):
+            records, _ = await self._client.scroll(
+                self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, with_payload=True,
+                with_vectors=False, order_by=qm.OrderBy(key=scoping.OCCURRED_AT, direction=qm.Direction.ASC))
+        return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
+
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries (a facet over the tenant index; no entry is read)."""
         with _reachable("a tenant listing"):
