@@ -1,8 +1,10 @@
 """Merge: near-duplicate episodes of one owner become one entry that keeps every source.
 
 Two episodes are near-duplicates when their dense vectors are close (cosine at least `threshold`) and they
-share content: most of their content words (at least `min_overlap`, Jaccard) or a source turn (of the same
-conversation: turn ids are only unique within one). Episodes are
+share content: most of their content words (at least `min_overlap`, Jaccard), and most of their user's words when
+both hold an assistant's turns too, or a source turn (of the same conversation: turn ids are only unique within
+one). An assistant that answers at length in the same words every time makes two windows alike to the dense model
+and in their words while the user said different things in them: those are not duplicates. Episodes are
 taken oldest first (by `occurred_at`, then conversation and turns); each joins the first earlier *kept* episode
 it duplicates, or is kept itself. The kept entry gets the union of its group's source turn ids, persons,
 entities and keywords and lists the others in `merged_from`; the others get `merged_into` and are hidden from
@@ -48,6 +50,28 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
+def users_words(entry: MemoryEntry) -> frozenset[str] | None:
+    """The content words of the user's turns of an episode that holds other roles' turns too (by its turn roles and
+    lines); None when it holds only the user's, or did not keep its turns' roles or lines."""
+    roles, spans = entry.turn_roles, entry.turn_lines
+    if len(roles) != len(spans) or "user" not in roles or all(role == "user" for role in roles):
+        return None
+    lines = entry.text.split("\n")
+    if any(not span.first <= span.last < len(lines) for span in spans):
+        return None
+    said = [line.removeprefix(f"{span.speaker}: ") for span, role in zip(spans, roles, strict=True) if role == "user"
+            for line in lines[span.first:span.last + 1]]
+    return content_words("\n".join(said))
+
+
+def _alike(words: tuple[frozenset[str], frozenset[str] | None], other: tuple[frozenset[str], frozenset[str] | None],
+           min_overlap: float) -> bool:
+    """Whether two episodes share most of their words, and of their user's words when both hold an assistant's."""
+    if _overlap(words[0], other[0]) < min_overlap:
+        return False
+    return words[1] is None or other[1] is None or _overlap(words[1], other[1]) >= min_overlap
+
+
 def groups(candidates: list[Candidate], threshold: float, min_overlap: float) -> dict[str, str]:
     """For every episode, the id of the episode it is merged into (itself when kept)."""
     ordered = sorted(candidates, key=lambda c: _order(c.entry))
@@ -56,7 +80,7 @@ def groups(candidates: list[Candidate], threshold: float, min_overlap: float) ->
     matrix = np.asarray([c.dense for c in ordered], dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     matrix = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
-    words = [content_words(c.entry.text) for c in ordered]
+    words = [(content_words(c.entry.text), users_words(c.entry)) for c in ordered]
     # Turn ids are unique within a conversation only (products number turns 1, 2, 3 in every chat): a shared source
     # turn is one of the same conversation.
     sources = [{(c.entry.conversation_id, t) for t in own(c.entry)["source_turn_ids"]} for c in ordered]
@@ -70,7 +94,7 @@ def groups(candidates: list[Candidate], threshold: float, min_overlap: float) ->
             close = np.asarray(kept, dtype=np.int64)
             close = close[sims[row, close] >= threshold] if kept else close
             for k in close.tolist():  # earlier kept episodes, oldest first: the first duplicate wins
-                if _overlap(words[i], words[k]) >= min_overlap or sources[i] & sources[k]:
+                if _alike(words[i], words[k], min_overlap) or sources[i] & sources[k]:
                     target = k
                     break
             if target is None:

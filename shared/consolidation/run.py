@@ -35,8 +35,9 @@ ALL_JOBS: tuple[ConsolidationJob, ...] = ("score", "supersede", "merge", "forget
 # measured among the episodes besides the fact's source window; 6: relatives, origins, birthdays and allergies are
 # never marked outdated, and another value of the slot named before the fact's also makes an episode no repeat; 7: a
 # liking is never said again by a window that says "likes", and is searched for without its object; 8: only the
-# rules' own restatement says a fact again (an episode naming its value is evidence about the same thing).
-RULES = 8
+# rules' own restatement says a fact again (an episode naming its value is evidence about the same thing); 9: two
+# episodes that hold an assistant's turns besides the user's merge only when the user's words are alike too.
+RULES = 9
 
 
 @dataclass(frozen=True)

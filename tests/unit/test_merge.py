@@ -115,3 +115,30 @@ def test_the_same_turn_id_in_two_conversations_is_not_a_shared_source() -> None:
     new = episode("new", "Now I am learning the drums at a studio twice a week", 160, ["1", "2"])
     merged = run({"old": old, "new": new}, {"old": [1.0, 0.0], "new": [0.96, 0.28]})  # close vectors
     assert merged["new"].merged_into is None and merged["old"].merged_from == []
+
+
+def chat(name: str, user: str, assistant: str, roles: tuple[str, str] = ("user", "assistant")) -> MemoryEntry:
+    """A window of one user turn and one assistant reply, with its turns' lines and roles as the writer keeps them."""
+    from shared.store import TurnLines
+    entry = episode(name, f"[Mon 6 May 2024]\nMe: {user}\nBot: {assistant}", 0, [f"{name}1", f"{name}2"])
+    return entry.model_copy(update={"turn_roles": list(roles), "turn_lines": [
+        TurnLines(speaker="Me", first=1, last=1), TurnLines(speaker="Bot", first=2, last=2)]})
+
+
+def test_an_assistant_saying_the_same_at_length_does_not_merge_what_the_user_said_differently() -> None:
+    """Two windows whose assistant replies are the same long text and whose dense vectors are close stay apart when
+    the user said different things in them (both stay visible, each with its own turns); the same user words merge;
+    so do windows with the same words where every turn is a user's (people talking, roles all `user`)."""
+    reply = ("Here are some general tips for planning a trip: check the weather forecast, book accommodation early, "
+             "compare transport options, pack light layers, keep copies of documents and leave room for rest days.")
+    close = {"a": [1.0, 0.0], "b": [0.99, 0.14]}
+    apart = run({"a": chat("a", "I am flying to Lisbon on the 3rd with my sister.", reply),
+                 "b": chat("b", "My knee surgery is in March, so hiking is out for now.", reply)}, close)
+    assert apart["a"].merged_into is None and apart["b"].merged_into is None
+    assert apart["b"].source_turn_ids == ["b1", "b2"]
+    said = "I am flying to Lisbon on the 3rd with my sister."
+    same = run({"a": chat("a", said, reply), "b": chat("b", said + " Really.", reply)}, close)
+    assert same["b"].merged_into == "a"
+    people = run({"a": chat("a", "I am flying to Lisbon on the 3rd.", reply, ("user", "user")),
+                  "b": chat("b", "My knee surgery is in March.", reply, ("user", "user"))}, close)
+    assert people["b"].merged_into == "a"  # no assistant: the whole window's words decide, as before
