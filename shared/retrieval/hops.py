@@ -130,11 +130,10 @@ def _after(entry_filter: EntryFilter, seed: MemoryEntry) -> EntryFilter:
 async def follow(store: Store, scope: Scope, entry_filter: EntryFilter, hits: list[ScoredEntry], seeds: int,
                  weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits with the windows that answer the questions the best `seeds` first episodes end on, best first, and
-    why each new one came. The answer is the next episode of the asking one's conversation (within the request's
-    scope and filters, starting at most NEIGHBOUR after its last turn); it enters at `weight` times the asking hit's
-    score unless it is already a hit."""
+    why each of those came or rose. The answer is the next episode of the asking one's conversation (within the
+    request's scope and filters, beginning at most NEIGHBOUR after its last turn); it scores `weight` times the
+    asking hit's score, or keeps its own when that is higher."""
     asking = [h for h in hits if h.entry.kind == "episodic"][:seeds]
-
     asking = [h for h in asking if asks(h.entry)]
     if not asking:
         return hits, {}
