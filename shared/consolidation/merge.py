@@ -10,7 +10,8 @@ it duplicates, or is kept itself. The kept entry gets the union of its group's s
 entities and keywords and lists the others in `merged_from`; the others get `merged_into` and are hidden from
 recall, not deleted. So no source turn becomes unreachable from the active entries.
 
-The groups are a pure function of the episodes' texts and vectors (merging never changes either), so running
+The groups are a pure function of the episodes' texts, turn roles and lines, and vectors (merging never changes
+any of them), so running
 the job again changes nothing; an entry whose group changed (its keeper was forgotten) is put right.
 """
 from dataclasses import dataclass
@@ -51,10 +52,11 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def users_words(entry: MemoryEntry) -> frozenset[str] | None:
-    """The content words of the user's turns of an episode that holds other roles' turns too (by its turn roles and
-    lines); None when it holds only the user's, or did not keep its turns' roles or lines."""
+    """The content words of the user's turns of an episode that holds other roles' turns (an assistant's), by its
+    turn roles and lines: none when it holds no user turn; None when it holds only the user's, or did not keep its
+    turns' roles or lines."""
     roles, spans = entry.turn_roles, entry.turn_lines
-    if len(roles) != len(spans) or "user" not in roles or all(role == "user" for role in roles):
+    if not roles or len(roles) != len(spans) or all(role == "user" for role in roles):
         return None
     lines = entry.text.split("\n")
     if any(not span.first <= span.last < len(lines) for span in spans):
@@ -66,10 +68,13 @@ def users_words(entry: MemoryEntry) -> frozenset[str] | None:
 
 def _alike(words: tuple[frozenset[str], frozenset[str] | None], other: tuple[frozenset[str], frozenset[str] | None],
            min_overlap: float) -> bool:
-    """Whether two episodes share most of their words, and of their user's words when both hold an assistant's."""
+    """Whether two episodes share most of their words, and of their user's words when both hold an assistant's
+    (two that hold none of the user's are alike by all their words)."""
     if _overlap(words[0], other[0]) < min_overlap:
         return False
-    return words[1] is None or other[1] is None or _overlap(words[1], other[1]) >= min_overlap
+    if words[1] is None or other[1] is None or not (words[1] or other[1]):
+        return True
+    return _overlap(words[1], other[1]) >= min_overlap
 
 
 def groups(candidates: list[Candidate], threshold: float, min_overlap: float) -> dict[str, str]:

@@ -16,8 +16,8 @@ raised when it names a seed's person or is of a seed's day, and `explain` says w
 
 One more link needs no words: a window that ends on a question ("What did you take away from it?") has its answer
 in the next window of its conversation, which shares neither the question's words nor the book's name. The best
-first episodes that end on one bring that window (`follow`: one ordered read of the store each, at most `seeds`),
-at `weight` times the asking hit's score.
+episodes that end on one bring that window when the request's scope and filters allow it (`follow`: one ordered
+read of the store for each, at most `seeds`, then one read for all), at `weight` times the asking hit's score.
 """
 import asyncio
 from collections import Counter
@@ -107,50 +107,72 @@ def fuse(first: list[ScoredEntry], second: list[ScoredEntry], found: Links, weig
     return merged, {h.entry.id: why(h, found) for h in added}
 
 
-QUESTION_MARKS = ("?", "？")
+QUESTION_MARKS = "?？؟"
+READ = 5  # entries read after each asking hit: its next window, with others that begin at the same instant
 
 
 def asks(entry: MemoryEntry) -> bool:
     """Whether an episode ends on a question: its last turn's own words (a shared photo's caption aside) end with a
-    question mark."""
+    question mark, give or take closing quotes, brackets, marks or emoji ("…from it?", "right?!", "…?\" :)")."""
     lines = entry.text.split("\n")
-    last = lines[entry.turn_lines[-1].last] if entry.turn_lines and entry.turn_lines[-1].last < len(lines) \
-        else lines[-1]
-    return spoken(last).rstrip().endswith(QUESTION_MARKS)
+    span = entry.turn_lines[-1] if entry.turn_lines else None
+    turn = "\n".join(lines[span.first:span.last + 1]) if span and span.first <= span.last < len(lines) else lines[-1]
+    words = spoken(turn).rstrip()
+    mark = max(words.rfind(m) for m in QUESTION_MARKS)
+    return mark >= 0 and not any(c.isalnum() for c in words[mark + 1:])
 
 
-def _after(entry_filter: EntryFilter, seed: MemoryEntry) -> EntryFilter:
-    """The request's filter narrowed to the episodes that begin within NEIGHBOUR after the seed's last turn."""
-    last = max(seed.turn_times) if seed.turn_times else seed.occurred_at
-    since = max(last, entry_filter.since) if entry_filter.since else last
-    until = min(last + NEIGHBOUR, entry_filter.until) if entry_filter.until else last + NEIGHBOUR
-    return entry_filter.model_copy(update={"kinds": ["episodic"], "since": since, "until": until})
+def _own_turns(entry: MemoryEntry) -> set[str]:
+    """The turns an entry holds itself (a merged keeper's source turns include its members', of any conversation)."""
+    return set(entry.unmerged.get("source_turn_ids", [])) if entry.unmerged else set(entry.source_turn_ids)
+
+
+def next_window(seed: MemoryEntry, later: list[MemoryEntry]) -> MemoryEntry | None:
+    """The window right after the seed among `later` (the episodes of its conversation from its last turn on,
+    earliest first): one that begins after the seed begins and holds none of its turns."""
+    own = _own_turns(seed)
+    return next((e for e in later if e.id != seed.id and e.occurred_at > seed.occurred_at
+                 and not own & _own_turns(e)), None)
 
 
 async def follow(store: Store, scope: Scope, entry_filter: EntryFilter, hits: list[ScoredEntry], seeds: int,
                  weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    """The hits with the windows that answer the questions the best `seeds` first episodes end on, best first, and
-    why each of those came or rose. The answer is the next episode of the asking one's conversation (within the
-    request's scope and filters, beginning at most NEIGHBOUR after its last turn); it scores `weight` times the
-    asking hit's score, or keeps its own when that is higher."""
+    """The hits with the windows that answer the questions the best `seeds` episodes end on, best first, and why
+    each of those came or rose. The answer is the next episode of the asking one's conversation, beginning at most
+    NEIGHBOUR after its last turn, whatever the request's filters; it comes only when it is within the request's
+    scope and filters (when it is not, nothing comes in its place). It scores `weight` times the asking hit's score,
+    or keeps its own when that is higher. Two rounds of reads: one ordered read per asking hit, then one for all."""
     asking = [h for h in hits if h.entry.kind == "episodic"][:seeds]
     asking = [h for h in asking if asks(h.entry)]
     if not asking:
         return hits, {}
-    # A few entries each: the asking episode itself (its last turn may share its first's instant) is passed over.
-    found = await asyncio.gather(*(store.earliest(
+
+    def after(seed: MemoryEntry) -> EntryFilter:
+        last = max(seed.turn_times) if seed.turn_times else seed.occurred_at
+        return EntryFilter(kinds=["episodic"], since=last, until=last + NEIGHBOUR)
+
+    later = await asyncio.gather(*(store.earliest(
         Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=h.entry.conversation_id),
-        entry_filter=_after(entry_filter, h.entry), limit=3) for h in asking))
+        entry_filter=after(h.entry), limit=READ) for h in asking))
+    answers = [(hit, answer) for hit, found in zip(asking, later, strict=True)
+               if (answer := next_window(hit.entry, found)) is not None]
+    if not answers:
+        return hits, {}
+    ids = list(dict.fromkeys(a.id for _, a in answers))
+    if entry_filter.ids:
+        ids = [i for i in ids if i in entry_filter.ids]
+    if not ids:
+        return hits, {}
+    page = await store.scroll(scope, entry_filter=entry_filter.model_copy(update={"ids": ids}), limit=len(ids))
+    allowed = {e.id for e in page.entries}
     by_id = {h.entry.id: h for h in hits}
     reasons: dict[str, list[str]] = {}
-    for hit, later in zip(asking, found, strict=True):
-        held = set(hit.entry.source_turn_ids)
-        answer = next((e for e in later if e.id != hit.entry.id and not held & set(e.source_turn_ids)), None)
+    for hit, answer in answers:
         score = weight * hit.score
-        if answer is None or (answer.id in by_id and by_id[answer.id].score >= score):
+        if answer.id not in allowed or (answer.id in by_id and by_id[answer.id].score >= score):
             continue
         known = by_id.get(answer.id)
         by_id[answer.id] = known.model_copy(update={"score": score}) if known else ScoredEntry(entry=answer,
                                                                                                  score=score)
-        reasons[answer.id] = [f"answers the question first hit {hit.entry.id} ends on"]
+        reasons[answer.id] = [f"answers the question hit {hit.entry.id} ends on"]
     return sorted(by_id.values(), key=lambda h: h.score, reverse=True), reasons

@@ -329,18 +329,23 @@ async def test_newest_orders_by_time_and_pages_by_the_last_instant(store: Store)
 
 
 async def test_earliest_orders_by_time_within_the_scope_and_filter(store: Store) -> None:
-    """`earliest` returns the oldest entries first, within the scope and the filter's time range (another user's
-    and another tenant's earlier entries never among them)."""
+    """`earliest` returns the oldest entries first, within the scope (another user's, another conversation's and
+    another tenant's earlier entries never among them) and the filter's time range, cut at the limit after
+    ordering."""
     tenant = unique("t")
     scope = Scope(tenant_id=tenant, user_id="u1")
     days = [5, 1, 9, 3, 7, 0]
     await store.upsert([item(tenant, [f"t{i}"], dense=[1, 0, 0, 0], terms=[1], days=d) for i, d in enumerate(days)]
                        + [item(tenant, ["other"], dense=[1, 0, 0, 0], terms=[1], days=2, user="u2"),
+                          item(tenant, ["elsewhere"], dense=[1, 0, 0, 0], terms=[1], days=4, conversation="c2"),
                           item(unique("t"), ["x"], dense=[1, 0, 0, 0], terms=[1], days=2)])
     assert [(e.occurred_at - T0).days for e in await store.earliest(scope, limit=3)] == [0, 1, 3]
-    after = await store.earliest(scope, entry_filter=EntryFilter(since=T0 + timedelta(days=2),
-                                                                   until=T0 + timedelta(days=8)), limit=10)
+    one = Scope(tenant_id=tenant, user_id="u1", conversation_id="c1")
+    after = await store.earliest(one, entry_filter=EntryFilter(since=T0 + timedelta(days=2),
+                                                                 until=T0 + timedelta(days=8)), limit=10)
     assert [(e.occurred_at - T0).days for e in after] == [3, 5, 7]
+    first_two = await store.earliest(one, entry_filter=EntryFilter(since=T0 + timedelta(days=2)), limit=2)
+    assert [(e.occurred_at - T0).days for e in first_two] == [3, 5]
 
 
 async def test_delete_by_ids_and_by_filter_and_update_payload(store: Store) -> None:

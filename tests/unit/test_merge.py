@@ -139,6 +139,11 @@ def test_an_assistant_saying_the_same_at_length_does_not_merge_what_the_user_sai
     said = "I am flying to Lisbon on the 3rd with my sister."
     same = run({"a": chat("a", said, reply), "b": chat("b", said + " Really.", reply)}, close)
     assert same["b"].merged_into == "a"
+    alone = run({"a": chat("a", reply, reply, ("assistant", "assistant")), "b": chat("b", said, reply)}, close)
+    assert alone["b"].merged_into is None  # an assistant-only window does not absorb what a user said
+    both = run({"a": chat("a", reply, reply, ("assistant", "assistant")),
+                "b": chat("b", reply + " Again.", reply, ("assistant", "assistant"))}, close)
+    assert both["b"].merged_into == "a"  # neither holds the user's words: all their words decide
     people = run({"a": chat("a", "I am flying to Lisbon on the 3rd.", reply, ("user", "user")),
                   "b": chat("b", "My knee surgery is in March.", reply, ("user", "user"))}, close)
     assert people["b"].merged_into == "a"  # no assistant: the whole window's words decide, as before
