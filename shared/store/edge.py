@@ -264,16 +264,17 @@ class EdgeStore(ByIdMixin):
     async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                      limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
-        request = qe.ScrollRequest(limit=limit, filter=_filter(scope, entry_filter), with_payload=True,
-                                   with_vector=False, order_by=qe.OrderBy(scoping.OCCURRED_AT, qe.Direction.Desc))
-        records, _ = await self._read(self._shard.scroll, request)
-        return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
+        return await self._by_time(scope, entry_filter, limit, qe.Direction.Desc)
 
     async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                        limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
+        return await self._by_time(scope, entry_filter, limit, qe.Direction.Asc)
+
+    async def _by_time(self, scope: Scope, entry_filter: EntryFilter | None, limit: int,
+                       direction: qe.Direction) -> list[MemoryEntry]:
         request = qe.ScrollRequest(limit=limit, filter=_filter(scope, entry_filter), with_payload=True,
-                                   with_vector=False, order_by=qe.OrderBy(scoping.OCCURRED_AT, qe.Direction.Asc))
+                                   with_vector=False, order_by=qe.OrderBy(scoping.OCCURRED_AT, direction))
         records, _ = await self._read(self._shard.scroll, request)
         return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
 

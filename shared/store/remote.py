@@ -208,19 +208,19 @@ class ClientStore(ByIdMixin):
     async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                      limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
-        with _reachable("an ordered scroll"):
-            records, _ = await self._client.scroll(
-                self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, with_payload=True,
-                with_vectors=False, order_by=qm.OrderBy(key=scoping.OCCURRED_AT, direction=qm.Direction.DESC))
-        return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
+        return await self._by_time(scope, entry_filter, limit, qm.Direction.DESC)
 
     async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                        limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
+        return await self._by_time(scope, entry_filter, limit, qm.Direction.ASC)
+
+    async def _by_time(self, scope: Scope, entry_filter: EntryFilter | None, limit: int,
+                       direction: qm.Direction) -> list[MemoryEntry]:
         with _reachable("an ordered scroll"):
             records, _ = await self._client.scroll(
                 self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, with_payload=True,
-                with_vectors=False, order_by=qm.OrderBy(key=scoping.OCCURRED_AT, direction=qm.Direction.ASC))
+                with_vectors=False, order_by=qm.OrderBy(key=scoping.OCCURRED_AT, direction=direction))
         return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
 
     async def tenants(self, limit: int = 100_000) -> list[str]:
