@@ -1,6 +1,7 @@
 """Every error code of the contract, produced once through engram_client's MemoryClient against a running engram, as
 the exception class that carries it: invalid_request, forbidden, not_found, unavailable (with the retry hint
-honoured), timeout, internal.
+honoured), timeout, internal; and a tenant's first turn that outlasts the client's timeout while engram makes its
+stream, sent again and stored once.
 
 Elsewhere too: `forbidden` in test_isolation, `unavailable` and `timeout` from a failing or stalled dependency in
 test_chaos_dependencies, the retry hint under a real flood in test_fairness. Here a gate in front of the retriever's
@@ -14,15 +15,17 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from engram_client import MemoryClient
+from engram_client import MemoryClient, wait_until_stored
 from engram_client.contract import RecallRequest
 from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
 from services.stack import Running
+from shared.messaging import streams
+from shared.messaging.provision import Provisioner
 from shared.retrieval import serving
 from tests.support.ids import unique
 from tests.support.memory import store_all
 from tests.support.polling import eventually
-from tests.support.turns import conversation
+from tests.support.turns import conversation, make_turn
 
 # The retriever of the module's stack: a tenant may hold 8 recalls at once, and 64 more may wait.
 WORKERS, SHARE, QUEUE = 16, 0.5, 64
@@ -148,3 +151,30 @@ async def test_nobody_answering_is_unavailable(stack: Running) -> None:
     async with await MemoryClient.connect(stack.nats_url, unique("errors"), prefix="nobody") as client:
         with pytest.raises(Unavailable, match="nobody answers nobody"):
             await client.recall("hello")
+
+
+async def test_a_first_turn_that_outlasts_its_timeout_is_sent_again_and_stored_once(
+        stack: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new tenant's first turn waits while engram makes the tenant's stream; on a loaded cluster that can outlast
+    the client's timeout (seen in CI: 3 replicas, 2 cores). The client sends the turn again with the same
+    de-duplication id: the stream holds it once, the client gets its sequence, and the window stores it once."""
+    tenant = unique("first")
+    timeout_s, making_s = 1.0, 1.2  # the stream is made after the first try gave up, before the third is sent
+    provision = Provisioner._provision
+
+    async def slow(self: Provisioner, of: str, msg: Any) -> None:
+        if of == tenant:
+            await asyncio.sleep(making_s)
+        await provision(self, of, msg)
+
+    monkeypatch.setattr(Provisioner, "_provision", slow)
+    turn = make_turn("My first words to engram.", conversation_id="c-first", turn_id="t1", user_id="ana")
+    async with await MemoryClient.connect(stack.nats_url, tenant, timeout_s=timeout_s) as client:
+        seq = await client.publish_turn(turn)
+        deps = stack.ingestor_deps[0]
+        info = await deps.js.stream_info(streams.turns_stream(deps.settings.subject_prefix, tenant))
+        assert seq == 1 and info.state.last_seq == 1, "the turn was sent again and stored twice"
+        await client.flush("c-first")
+        await wait_until_stored(client, [turn], timeout_s=30)
+        stored = (await client.entries(op="list", kind="episodic")).entries
+        assert [e.source_turn_ids for e in stored] == [["t1"]]

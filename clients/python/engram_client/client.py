@@ -58,6 +58,7 @@ from engram_client.security import ANONYMOUS, NatsSecurity
 R = TypeVar("R", bound=Reply)
 log = logging.getLogger("engram.client")
 MAX_RETRY_WAIT_S = 1.0  # the longest wait between two tries of a request engram asked to retry
+PUBLISH_TRIES = 3  # how often a turn is sent (same de-duplication id) while its acknowledgement times out
 DEEP_TIMEOUT_S = 20.0   # a deep recall's client timeout at least (engram's own deadlines are 8 + 5 s by default)
 
 
@@ -152,9 +153,24 @@ class MemoryClient:
         await self.close()
 
     async def _publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> int:
+        """Publish and return the stream's sequence. A message with a de-duplication id whose acknowledgement times
+        out while NATS is connected is sent again, up to PUBLISH_TRIES in all: the stream stores it once whichever
+        try arrives (a tenant's first turn waits while engram makes its stream, which can outlast a timeout on a
+        loaded cluster). A flush has no such id and is sent once."""
         headers = dict(headers or {})
+        tries = PUBLISH_TRIES if "Nats-Msg-Id" in headers else 1
         with tracing.outgoing("publish", subject, headers):
-            return await self._publish_once(subject, payload, headers or None)
+            for attempt in range(1, tries + 1):
+                try:
+                    return await self._publish_once(subject, payload, headers or None)
+                except Timeout as exc:
+                    if attempt == tries == 1:
+                        raise
+                    if attempt == tries:
+                        raise Timeout(f"publishing to {subject} timed out ({tries} tries of {self._timeout_s:g} s)") \
+                            from exc
+                    log.info("publishing to %s timed out (try %d of %d); sending it again", subject, attempt, tries)
+        raise AssertionError("unreachable")
 
     async def _publish_once(self, subject: str, payload: bytes, headers: dict[str, str] | None) -> int:
         try:

@@ -28,6 +28,8 @@ export const TENANT_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 export const RETRY_AFTER_HEADER = "Engram-Retry-After-Ms";
 /** The longest wait between two tries of a request engram asked to retry. */
 export const MAX_RETRY_WAIT_MS = 1_000;
+/** How often a turn is sent (same de-duplication id) while its acknowledgement times out. */
+export const PUBLISH_TRIES = 3;
 const DEEP_TIMEOUT_MS = 20_000; // a deep recall may take engram's deep and recall deadlines together (13 s)
 const CONSOLIDATE_TIMEOUT_MS = 120_000;
 
@@ -153,19 +155,31 @@ export class MemoryClient {
     return `${this.prefix}.${this.tenant}.${kind}`;
   }
 
+  /**
+   * Publish and resolve to the stream's sequence. A message with a de-duplication id whose acknowledgement times out
+   * is sent again, up to PUBLISH_TRIES in all: the stream stores it once whichever try arrives (a tenant's first turn
+   * waits while engram makes its stream, which can outlast a timeout on a loaded cluster). A flush is sent once.
+   */
   async #publish(subject: string, payload: unknown, msgID?: string): Promise<number> {
-    try {
-      const ack = await this.#js.publish(subject, JSON.stringify(payload), {
-        timeout: this.timeoutMs,
-        ...(msgID === undefined ? {} : { msgID }),
-      });
-      return ack.seq;
-    } catch (err) {
-      if (isNoResponders(err)) {
-        throw new Unavailable(`no JetStream stream takes ${subject}; is engram's ingestor running?`, { cause: err });
+    const tries = msgID === undefined ? 1 : PUBLISH_TRIES;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const ack = await this.#js.publish(subject, JSON.stringify(payload), {
+          timeout: this.timeoutMs,
+          ...(msgID === undefined ? {} : { msgID }),
+        });
+        return ack.seq;
+      } catch (err) {
+        if (isNoResponders(err)) {
+          throw new Unavailable(`no JetStream stream takes ${subject}; is engram's ingestor running?`, { cause: err });
+        }
+        if (isTimeout(err)) {
+          if (attempt < tries && !this.#nc.isClosed()) continue;
+          const tried = attempt === 1 ? "" : ` (${attempt} tries of ${this.timeoutMs} ms)`;
+          throw new Timeout(`publishing to ${subject} timed out${tried}`, { cause: err });
+        }
+        throw new Unavailable(`cannot publish to ${subject} now: ${String(err)}`, { cause: err });
       }
-      if (isTimeout(err)) throw new Timeout(`publishing to ${subject} timed out`, { cause: err });
-      throw new Unavailable(`cannot publish to ${subject} now: ${String(err)}`, { cause: err });
     }
   }
 

@@ -195,3 +195,34 @@ test("every wire code has its error class", () => {
     "timeout",
   ]);
 });
+
+test("a turn whose acknowledgement is lost is sent again with its de-duplication id; a flush is not", async () => {
+  // A subject prefix engram does not serve, answered by this test: it drops the first two tries of every turn and
+  // acknowledges the third, as a stream still being made and then made would; it never answers a flush.
+  const prefix = `lostack${randomUUID().slice(0, 8)}`;
+  const tenant = tenantOf("lostack");
+  const nc = await connect({ servers });
+  const seen: { subject: string; msgID: string | undefined }[] = [];
+  const sub = nc.subscribe(`${prefix}.${tenant}.>`, {
+    callback: (_err, msg) => {
+      seen.push({ subject: msg.subject, msgID: msg.headers?.get("Nats-Msg-Id") });
+      const tries = seen.filter((s) => s.subject === msg.subject).length;
+      if (msg.subject.endsWith(".turns") && tries === 3) msg.respond(JSON.stringify({ stream: "S", seq: 7 }));
+    },
+  });
+  await nc.flush();
+  const memory = await MemoryClient.connect({ servers, tenant, prefix, timeoutMs: 300 });
+  clients.push(memory);
+  try {
+    assert.equal(await memory.publishTurn(turn("c1", 1, "Ana", "hello")), 7);
+    const turns = seen.filter((s) => s.subject.endsWith(".turns"));
+    assert.equal(turns.length, 3);
+    assert.ok(turns.every((s) => s.msgID === `${tenant}:c1:t1`), JSON.stringify(turns));
+    const lost = await rejectsWith(memory.flush("c1"), "timeout");
+    assert.ok(lost instanceof Timeout && !/tries/.test(lost.message), lost.message);
+    assert.equal(seen.filter((s) => s.subject.endsWith(".flush")).length, 1);
+  } finally {
+    sub.unsubscribe();
+    await nc.close();
+  }
+});
