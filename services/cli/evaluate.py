@@ -137,13 +137,14 @@ async def _curve_multihop(settings: Settings, split: multihop.Split, budgets: li
 
 
 async def _eval_updates(settings: Settings, split: updates.Split, mode: str, k: int, consolidate: bool,
-                        out: Path) -> None:
+                        budget: int | None, out: Path) -> None:
     stories = updates.load(updates.split_path(split))
     result = await _against(settings, "eval-updates", lambda client_for: updates_run.run(
-        client_for, stories, split, k=k, mode=mode, consolidate=consolidate, progress=_progress))
+        client_for, stories, split, k=k, mode=mode, consolidate=consolidate, token_budget=budget,
+        progress=_progress))
     output.updates_tables(result)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"updates-{split}.json"
+    path = out / (f"updates-{split}.json" if budget is None else f"updates-{split}-budget{budget}.json")
     path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
     console.print(f"wrote {path}")
 
@@ -168,11 +169,14 @@ def eval_updates(split: str = typer.Option("dev", "--split",
                  k: int = typer.Option(10, "-k", min=1, max=100, help="entries per recall"),
                  consolidate: bool = typer.Option(True, "--consolidate/--no-consolidate",
                                                   help="run the consolidation jobs before asking"),
+                 budget: int | None = typer.Option(None, "--budget", min=1,
+                                                   help="token_budget of every recall instead of k: the entries "
+                                                        "that fit it"),
                  out: Path = typer.Option(Path("eval-out"), "--out", help="folder for updates-<split>.json")) -> None:  # noqa: B008
     """Publish the update stories through NATS, consolidate, ask about now, before and what never changed."""
     _check_split(split)
     settings = load_settings()
-    run(_eval_updates(settings, split, mode, k, consolidate, out))  # type: ignore[arg-type]
+    run(_eval_updates(settings, split, mode, k, consolidate, budget, out))  # type: ignore[arg-type]
 
 
 @app.command("story")

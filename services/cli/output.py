@@ -1,4 +1,6 @@
 """How the CLI prints replies and reports: tables on the terminal."""
+import statistics
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -108,7 +110,9 @@ def curve_table(curve: curves.Curve) -> None:
 
 def updates_tables(report: UpdatesReport) -> None:
     """The update stories' figures: overall, per language, and per language and kind of change."""
-    table = Table(title=f"Update stories ({report.split}), k = {report.k}, "
+    tokens = f", {statistics.fmean(report.context_tokens):.0f} context tokens" if report.context_tokens else ""
+    asked = (f"token budget {report.token_budget}" if report.token_budget else f"k = {report.k}") + tokens
+    table = Table(title=f"Update stories ({report.split}), {asked}, "
                         f"{'after' if report.consolidated else 'without'} consolidate")
     for column in ("group", "stories", "present", "old above", "top current", "past", "past@k", "unchanged",
                    "unchanged@k", "unchanged top", "unchanged top 3", "stale profiles", "profiles current",

