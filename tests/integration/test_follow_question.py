@@ -5,6 +5,8 @@ a statement brings nothing."""
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from engram_client.contract import RecallRequest, RecallResponse
 from engram_client.contract.recall import RecallFilters
 from shared.compress.offline import OfflineCompressor
@@ -142,3 +144,26 @@ async def test_a_window_ending_on_a_statement_or_a_photo_caption_is_read_by_its_
     later = same.model_copy(update={"id": "later", "source_turn_ids": ["y1"], "occurred_at": START + timedelta(
         minutes=1)})
     assert next_window(seed, [same]) is None and next_window(seed, [same, later]) == later
+
+
+async def test_an_answer_the_query_found_too_is_raised_and_explain_lists_why_among_its_boosts(memory: Memory) -> None:
+    """With fewer near misses, the query alone finds the answer window, low: the follow raises it to half the
+    asking hit's score, and `explain` says so among its boosts (hop 1: the first pass found it), not as a hop.
+    Switched off, it ranks lower and carries no such reason."""
+    tenant = unique("t")
+    await memorize(memory.writer, windows.split(tenant, conversation(
+        TALK, conversation_id="book", start=START, user_id="u1"), 2))
+    await memorize(memory.writer, windows.split(tenant, conversation(
+        NEAR[:10], conversation_id=unique("near"), start=START - timedelta(days=3), user_id="u1"), 1))
+    request = RecallRequest(query=QUERY, k=6, explain=True)
+    reply = await recall(memory.retrieval, tenant, request)
+    asking = next(e for e in reply.entries if "book-1" in e.source_turn_ids)
+    [answer] = [e for e in reply.entries if "book-2" in e.source_turn_ids]
+    assert answer.explanation is not None and answer.explanation.hop == 1 and answer.explanation.via == []
+    assert f"answers the question hit {asking.id} ends on" in answer.explanation.boosts
+    assert answer.score == pytest.approx(asking.score / 2)
+    off = replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(update={"follow_questions": 0}))
+    unraised = await recall(off, tenant, RecallRequest(query=QUERY, k=20, explain=True))
+    [found] = [e for e in unraised.entries if "book-2" in e.source_turn_ids]
+    assert found.score < answer.score and found.explanation is not None
+    assert not any("answers the question" in b for b in found.explanation.boosts)
