@@ -147,12 +147,13 @@ async def deep_search(retrieval: Retrieval, tenant: str, request: RecallRequest,
     if stopped == "deadline":
         metrics.deep_deadline_total.inc()
     metrics.deep_rounds.observe(rounds)
+    relevance = fuse(state.lists, candidates_for(request))
     fused, ordering = await asyncio.to_thread(  # off the event loop, as recall.py says why
-        for_time, fuse(state.lists, candidates_for(request)), searched.plan, retrieval.settings, rerank_depth(request),
+        for_time, relevance, searched.plan, retrieval.settings, rerank_depth(request),
         retrieval.sparse, engine_fused=False)  # fused here, by FUSION_K
     total = (time.perf_counter() - started) * 1e3
     timings = searched.timings
     model_ms = total - timings.embed - timings.search
     timings = timings.model_copy(update={"plan": max(model_ms, 0.0), "total": total})
-    return replace(searched, hits=fused, ordering=ordering, timings=timings), \
+    return replace(searched, hits=fused, relevance=relevance, ordering=ordering, timings=timings), \
         DeepTrace(rounds=rounds, searches=state.searches, stopped=stopped)

@@ -161,6 +161,7 @@ class Searched:
     plan: QueryPlan
     candidates: int = 0
     hops: dict[str, list[str]] = field(default_factory=dict)  # second-hop entries: the links that brought each
+    relevance: list[ScoredEntry] | None = None  # the hits in relevance's order, before time ordered them (None: hits)
 
 
 BUDGET_TOKENS_PER_CANDIDATE = 40  # a recall by budget alone searches one candidate per this many tokens of budget
@@ -249,12 +250,13 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             hits = mmr(hits, limit, settings.mmr_lambda)
         # Off the event loop: judging currency reads the entries' text (a figure asked for), which other tenants'
         # requests and the process's health checks must not wait behind.
+        relevance = hits[:limit]
         hits, ordering = await asyncio.to_thread(for_time, hits, query_plan, settings, depth, retrieval.sparse)
         hits = hits[:limit]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,
                       plan=((planned - started) + (done - searched)) * 1e3, total=(done - started) * 1e3)
-    return Searched(hits, reasons, ordering, applied, timings, query_plan, candidates, hopped)
+    return Searched(hits, reasons, ordering, applied, timings, query_plan, candidates, hopped, relevance)
 
 
 async def warm_up(retrieval: Retrieval) -> None:

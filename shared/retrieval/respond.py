@@ -2,7 +2,7 @@
 that fits both the token budget and the broker's reply size."""
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from engram_client.contract import Explanation, PlannedTime, RecallPlan, RecallRequest, RecallResponse, Turn
@@ -34,14 +34,27 @@ class Chosen:
     excerpts: frozenset[str] = frozenset()
 
 
+def picking_order(hits: list[ScoredEntry], relevance: list[ScoredEntry] | None) -> list[ScoredEntry]:
+    """The order a budget is filled in: the hit time put first (currency.py), then the others in relevance's order.
+    Time orders what relevance picked, as with k: reordering for time decides what comes first, but past the first
+    it does not decide what fits (newer chatter about the same thing filled a small budget and left the evidence
+    out; LoCoMo dev all-evidence recall at 500 tokens 0.615 -> 0.732)."""
+    if not hits or relevance is None:
+        return hits
+    shown = {h.entry.id for h in hits}
+    return [hits[0], *(h for h in relevance if h.entry.id in shown and h.entry.id != hits[0].entry.id)]
+
+
 def chosen(searched: Searched, request: RecallRequest, encoding: str, reserve: int = 0,
            whole_share: float | None = None) -> Chosen:
     """The first `limit` ranked hits, packed into the token budget less `reserve` (what the recent turns and their
-    summary will take) when there is a budget (pack.py); with `whole_share`, the best hits stay whole while they
-    take at most that share of it, and the episodes after them are cut to the turns the question is about."""
-    hits = searched.hits[:request.limit]
+    summary will take) when there is a budget (pack.py), in `picking_order` and given in rank order; with
+    `whole_share`, the first hits picked stay whole while they take at most that share of it, and the episodes
+    after them are cut to the turns the question is about."""
+    ranked = searched.hits[:request.limit]
     if request.token_budget is None:
-        return Chosen(hits)
+        return Chosen(ranked)
+    hits = picking_order(ranked, searched.relevance)
     timeline = searched.plan.sequence is not None
     separator = tokens.count("\n\n", encoding)
     header = rendering.TIMELINE_HEADER if timeline else rendering.MEMORIES_HEADER
@@ -54,6 +67,8 @@ def chosen(searched: Searched, request: RecallRequest, encoding: str, reserve: i
     if whole_share is not None:
         hits, cut = excerpts(hits, searched.plan, cost, int(room * whole_share))
     packed = pack(hits, cost, room)
+    rank = {h.entry.id: i for i, h in enumerate(ranked)}
+    packed = replace(packed, hits=sorted(packed.hits, key=lambda h: rank[h.entry.id]))
     return Chosen(packed.hits, packed, cut)
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from engram_client.contract import Turn
 from shared.compress import OfflineCompressor, Window
+from shared.compress.offline import IMAGE_CAPTION_KEY
 from shared.compress.plain import plain_episode
 from shared.retrieval.excerpt import about, cut, excerpts
 from shared.retrieval.plan import plan
@@ -193,3 +194,30 @@ def test_a_question_in_the_askers_voice_keeps_the_users_turns() -> None:
                      "Can you remind me what was recommended for beginners?", "助手给我推荐了什么？"):
         reading = plan(question, NOW)
         assert about(aria, reading.names, reading.roles) is None, question  # it may be about Aria's turns
+
+
+def test_an_excerpt_keeps_the_question_its_turn_answers() -> None:
+    """"These are for running" means nothing without "For walking or running?": a kept turn whose turn before it
+    (another speaker's, not kept) ends on a question keeps that question, its closing question sentences only, as a
+    line of its speaker's, and reports that turn with it. A turn before that does not end on a question, or ends on
+    one only in a shared photo's caption, is not kept; nor is a question no kept turn answers. In Chinese too."""
+    said = turns([("Melanie", "Just got some new shoes, too!"),
+                  ("Caroline", "Love that purple color! For walking or running?"),
+                  ("Melanie", "These are for running. A great way to destress."),
+                  ("Caroline", "Nice. Do you run every day?")])
+    whole = episode(said)
+    part = cut(whole, about(whole, names("What are Melanie's new shoes for?")) or set())
+    assert part.text == ("[Mon 8 May 2023]\nMelanie: Just got some new shoes, too!\n"
+                         "Caroline: …For walking or running?\n"
+                         "Melanie: These are for running. A great way to destress.")
+    assert part.source_turn_ids == ["t0", "t1", "t2"] and part.turn_times == [t.ts for t in said[:3]]
+    caroline = cut(whole, about(whole, names("What did Caroline say?")) or set())
+    assert caroline.source_turn_ids == ["t1", "t3"]  # Melanie's turns end on no question
+    photo = said[1].model_copy(update={"text": "Love that colour!",
+                                       "metadata": {IMAGE_CAPTION_KEY: "is this for running?"}})
+    captioned = episode([said[0], photo, *said[2:]])
+    assert cut(captioned, {0, 2}).source_turn_ids == ["t0", "t2"]
+    whole_question = episode(turns([("Bo", "Where did you go?"), ("Mia", "To Graz.")]))
+    assert cut(whole_question, {1}).text == "[Mon 8 May 2023]\nBo: Where did you go?\nMia: To Graz."
+    chinese = episode(turns([("李娜", "周末好！你们去哪儿了？"), ("王伟", "我们去了杭州。")]))
+    assert cut(chinese, {1}).text == "[2023年5月8日]\n李娜: …你们去哪儿了？\n王伟: 我们去了杭州。"

@@ -5,8 +5,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engram_client.contract import RecallRequest, Timings
 from shared.retrieval.pack import evidence, pack
-from shared.retrieval.render import TIMELINE_HEADER, block, render
+from shared.retrieval.plan import plan
+from shared.retrieval.recall import Searched
+from shared.retrieval.render import MEMORIES_HEADER, TIMELINE_HEADER, block, render
+from shared.retrieval.respond import chosen, picking_order
 from shared.retrieval.tense import sequence
 from shared.store import MemoryEntry, ScoredEntry
 from shared.text import tokens
@@ -145,3 +149,24 @@ def test_a_timeline_dates_each_entry_that_does_not_begin_with_its_date() -> None
     east = timezone(timedelta(hours=9))
     early = hit("e", "Event A.", ["t3"]).entry.model_copy(update={"turn_times": [datetime(2024, 5, 2, 1, tzinfo=east)]})
     assert block(ScoredEntry(entry=early, score=1.0), timeline=True).startswith("[2024-05-01]")
+
+
+def test_time_orders_what_relevance_picked_within_a_budget() -> None:
+    """Under a budget, the hit time put first fits first, then the others in relevance's order, and the reply gives
+    them in time's order: newer chatter time raised above the evidence no longer crowds it out of a small budget
+    (newer first still), and without a budget the order is time's alone."""
+    said = "Ana: I go running along the river every morning to clear my head, about five kilometres."
+    evidence = hit("evidence", said, ["t1"], day=0)
+    chatter = [hit(f"chat{i}", f"Ana: running again today, day {i}, legs tired.", [f"t{10 + i}"], day=10 + i)
+               for i in range(3)]
+    relevance = [evidence, *chatter]             # what relevance alone ranks
+    by_time = [chatter[2], chatter[1], chatter[0], evidence]  # newest first: what time made of it (currency.py)
+    assert [h.entry.id for h in picking_order(by_time, relevance)] == ["chat2", "evidence", "chat0", "chat1"]
+    assert picking_order(by_time, None) == by_time
+    searched = Searched(by_time, {}, {}, [], Timings(), plan("What does Ana do to clear her head?", T0),
+                        relevance=relevance)
+    two = cost(chatter[2]) + cost(evidence) + tokens.count(MEMORIES_HEADER)
+    picked = chosen(searched, RecallRequest(query="q", token_budget=two), "cl100k_base")
+    assert [h.entry.id for h in picked.hits] == ["chat2", "evidence"]
+    everything = chosen(searched, RecallRequest(query="q", k=4), "cl100k_base")
+    assert [h.entry.id for h in everything.hits] == ["chat2", "chat1", "chat0", "evidence"]
