@@ -114,7 +114,7 @@ def replicas(server_info: dict[str, Any], wanted: int | None) -> int:
 
 
 INGESTOR_DURABLE = "ingestor"
-TURNS_DUPLICATE_WINDOW_S = 120.0
+TURNS_DUPLICATE_WINDOW_S = subjects.TURNS_DUPLICATE_WINDOW_S
 DLQ_MAX_AGE_S = 14 * 24 * 3600.0
 DEFAULT_TURN_RETENTION_S = 30 * 24 * 3600.0
 

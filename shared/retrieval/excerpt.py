@@ -8,9 +8,9 @@ did I paint first?", shared/retrieval/voice.py), to the user's turns (by `Memory
 whole, each under its day's header; it then holds, and reports, only those turns (`source_turn_ids`, `turn_times`,
 and as `occurred_at` the first one's time when the entry kept its turns' times). An answer keeps its question: when
 the turn before a kept one is another's and ends on a question ("Love that colour! For walking or running?" before
-"These are for running."), its closing question is kept too, as one line of its speaker's ("Caroline: …For walking
-or running?"), and that turn is reported with the others (on the LoCoMo dev conversations: all-evidence recall at
-1,000 tokens 0.779 -> 0.792, at 500 0.697 -> 0.727, at 2,000 0.866 -> 0.861; the multi-session stories unchanged).
+"These are for running."), its closing question is kept too: the whole turn when it is all question, held and
+reported with the others, else as one line of its speaker's quoting the question ("Caroline: …For walking or
+running?"), held as the compressor holds the turn it quotes before a window: not reported.
 
 Nothing else is cut: an entry without turn lines or whose turn lines do not fit its text (written before engram kept
 them, a fact, a profile, a merged keeper), one all or none of whose turns are the ones asked about, and any entry
@@ -26,7 +26,9 @@ from shared.retrieval.hops import ends_on_question
 from shared.retrieval.plan import QueryPlan
 from shared.store import MemoryEntry, ScoredEntry, TurnLines
 
-SENTENCE_END = re.compile(r"(?<=[.!?。！？؟])\s*")  # splits a turn's words after each sentence's closing mark
+# Where a sentence ends: a closing mark and a space ("3.5 km" goes on), or a Chinese or Japanese mark (no space).
+SENTENCE_END = re.compile(r"(?<=[.!?؟])\s+|(?<=[。！？])\s*")
+TITLE = re.compile(r"(?:^|\s)[A-Z][a-z]{0,2}\.$")  # "Dr.", "Mrs.", "St.": a title, not a sentence's end
 
 
 def _turns(entry: MemoryEntry, lines: list[str]) -> list[TurnLines] | None:
@@ -63,16 +65,17 @@ def _said(lines: list[str], span: TurnLines) -> str:
     return spoken("\n".join(lines[span.first:span.last + 1]))[len(span.speaker) + 2:]
 
 
-def question_of(said: str) -> str:
+def question_of(said: str) -> tuple[str, bool]:
     """The question a turn ends on: its closing sentences that end with a question mark ("Wow! What got you into
-    running?" -> "What got you into running?"), or all of it when that is every sentence."""
-    sentences = [s for s in SENTENCE_END.split(said.strip()) if s]
-    asked: list[str] = []
-    for sentence in reversed(sentences):
-        if asked and not ends_on_question(sentence):
+    running?" -> "What got you into running?"), as one line, and whether that is all the turn says."""
+    said = said.strip()
+    starts = [0, *(m.end() for m in SENTENCE_END.finditer(said) if not TITLE.search(said[:m.start()]))]
+    start = len(said)
+    for begin in reversed(starts):
+        if start < len(said) and not ends_on_question(said[begin:start]):
             break
-        asked.append(sentence)
-    return " ".join(reversed(asked))
+        start = begin
+    return " ".join(said[start:].split()), start == 0
 
 
 def asked_before(entry: MemoryEntry, turns: set[int]) -> set[int]:
@@ -87,13 +90,16 @@ def asked_before(entry: MemoryEntry, turns: set[int]) -> set[int]:
 
 def cut(entry: MemoryEntry, turns: set[int]) -> MemoryEntry:
     """The entry holding only `turns` (indices; an entry `about` chose them from): their lines, each day's header
-    before the first of them that day, and their ids and times; and before each, when the turn before it ends on
-    a question (`asked_before`), that question, as one line of its speaker's ("Caroline: …For walking or
-    running?"), reported with the turns held."""
+    before the first of them that day, and their ids and times. Before each, when the turn before it ends on a
+    question (`asked_before`), that question: the whole turn, held and reported, when it is all question ("Where
+    did you go?"), else its closing question sentences as one line of its speaker's ("Caroline: …For walking or
+    running?"), quoted as the compressor quotes the turn before a window, and not reported as held."""
     lines = entry.text.split("\n")
     spans = _turns(entry, lines)
     assert spans is not None, "cut is only asked for an entry `about` could cut"
     asked = asked_before(entry, turns)
+    questions = {i: question_of(_said(lines, spans[i])) for i in asked}
+    turns = turns | {i for i, (_, whole) in questions.items() if whole}
     owner = {j: i for i, span in enumerate(spans) for j in range(span.first, span.last + 1)}
     kept: list[str] = []
     header: str | None = None  # the last day's header above, until it is written
@@ -112,10 +118,8 @@ def cut(entry: MemoryEntry, turns: set[int]) -> MemoryEntry:
             kept.append(line)
         else:
             assert turn is not None  # an asked turn's last line
-            said = _said(lines, spans[turn])
-            question = question_of(said)
-            kept.append(f"{spans[turn].speaker}: {question if question == said.strip() else '…' + question}")
-    order = sorted(turns | asked)
+            kept.append(f"{spans[turn].speaker}: …{questions[turn][0]}")
+    order = sorted(turns)
     times = [entry.turn_times[i] for i in order] if len(entry.turn_times) == len(spans) else []
     roles = [entry.turn_roles[i] for i in order] if len(entry.turn_roles) == len(spans) else []
     return entry.model_copy(update={

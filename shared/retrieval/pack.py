@@ -2,7 +2,8 @@
 
 Walking the hits in rank order, an entry is packed when it fits what is left of the budget and brings evidence the
 packed entries do not hold already (a source turn of its conversation none of them holds). Of entries with the
-same evidence the shortest is packed, in the place of the best ranked; an entry packed earlier whose evidence a
+same evidence the shortest is packed, in the place of the best ranked (a derived claim only in its own place or
+below: never above the newer evidence its ranking put above it); an entry packed earlier whose evidence a
 later packed one holds entirely is taken out again and its tokens return to the budget (a fact after the window
 that states it). A profile (a summary of many facts) holds no turn's words, so it neither holds nor is held.
 
@@ -12,6 +13,7 @@ add (duplicates of packed evidence are not counted).
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from shared.retrieval.currency import DERIVED
 from shared.store import ScoredEntry
 
 Evidence = frozenset[tuple[str, str]]
@@ -39,11 +41,13 @@ def evidence(hit: ScoredEntry) -> Evidence:
 
 def _shortest_of_each(hits: list[ScoredEntry], cost: dict[str, int]) -> list[ScoredEntry]:
     """The hits in rank order, each group with the same evidence reduced to its shortest (`cost` by entry id), at the
-    group's best rank."""
+    group's best rank; a derived claim (a fact) stands in only for the ones ranked below it: it never moves above
+    where its ranking put it (below the newer evidence against it, respond.picking_order)."""
     best: dict[Evidence, ScoredEntry] = {}
     for hit in hits:
         held = evidence(hit)
-        if held and (held not in best or cost[hit.entry.id] < cost[best[held].entry.id]):
+        if held and (held not in best or (cost[hit.entry.id] < cost[best[held].entry.id]
+                                          and hit.entry.kind not in DERIVED)):
             best[held] = hit
     out, seen = [], set()
     for hit in hits:

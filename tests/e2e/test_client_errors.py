@@ -12,10 +12,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import nats
 import pytest
 from prometheus_client import REGISTRY
 
-from engram_client import MemoryClient, wait_until_stored
+from engram_client import MemoryClient, subjects, wait_until_stored
 from engram_client.contract import RecallRequest
 from engram_client.errors import EngramError, Forbidden, InvalidRequest, NotFound, Timeout, Unavailable
 from services.stack import Running
@@ -159,7 +160,9 @@ async def test_a_first_turn_that_outlasts_its_timeout_is_sent_again_and_stored_o
     the client's timeout (seen in CI: 3 replicas, 2 cores). The client sends the turn again with the same
     de-duplication id: the stream holds it once, the client gets its sequence, and the window stores it once."""
     tenant = unique("first")
-    timeout_s, making_s = 1.0, 1.2  # the stream is made after the first try gave up, before the third is sent
+    # The stream is made after the first try gave up, well before the third is sent (the second waits behind the
+    # first in the provisioner, which by then knows the tenant and leaves it to the stream it made: it is lost).
+    timeout_s, making_s = 2.0, 2.3
     provision = Provisioner._provision
 
     async def slow(self: Provisioner, of: str, msg: Any) -> None:
@@ -178,3 +181,29 @@ async def test_a_first_turn_that_outlasts_its_timeout_is_sent_again_and_stored_o
         await wait_until_stored(client, [turn], timeout_s=30)
         stored = (await client.entries(op="list", kind="episodic")).entries
         assert [e.source_turn_ids for e in stored] == [["t1"]]
+
+
+async def test_a_turn_is_sent_again_only_while_the_stream_would_know_its_id(
+        stack: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nobody acknowledges (a prefix engram does not serve, listened to by the test): a turn is sent again with the
+    same de-duplication id, but never once the stream would have forgotten that id (a third try there could store
+    it twice), and a flush, which has no id, is sent once; each raises Timeout saying how often it was tried."""
+    monkeypatch.setattr(subjects, "TURNS_DUPLICATE_WINDOW_S", 1.5)  # two tries of 0.5 s fit, a third would not
+    tenant, prefix = unique("lost"), unique("lost")
+    seen: list[tuple[str, str | None]] = []
+    nc = await nats.connect(stack.nats_url)
+
+    async def listen(msg: Any) -> None:
+        seen.append((msg.subject, (msg.headers or {}).get("Nats-Msg-Id")))
+
+    await nc.subscribe(f"{prefix}.{tenant}.>", cb=listen)
+    await nc.flush()
+    try:
+        async with await MemoryClient.connect(stack.nats_url, tenant, prefix=prefix, timeout_s=0.5) as client:
+            with pytest.raises(Timeout, match=r"\(2 tries of 0\.5 s\)"):
+                await client.publish_turn(make_turn("hello", conversation_id="c1", turn_id="t1"))
+            with pytest.raises(Timeout, match=r"timed out$"):
+                await client.flush("c1")
+    finally:
+        await nc.close()
+    assert seen == [(f"{prefix}.{tenant}.turns", f"{tenant}:c1:t1")] * 2 + [(f"{prefix}.{tenant}.flush", None)]

@@ -170,3 +170,22 @@ def test_time_orders_what_relevance_picked_within_a_budget() -> None:
     assert [h.entry.id for h in picked.hits] == ["chat2", "evidence"]
     everything = chosen(searched, RecallRequest(query="q", k=4), "cl100k_base")
     assert [h.entry.id for h in everything.hits] == ["chat2", "chat1", "chat0", "evidence"]
+
+
+def test_a_claim_fits_only_after_everything_time_put_above_it() -> None:
+    """A short fact matches best, but time put the newer evidence above it (currency.py): under a budget it is
+    picked only after every hit time put above it, so with room for two the reply holds the newest window and the
+    one that outdates the fact, never the fact without them; relevance still picks among the windows."""
+    stale = hit("fact", "Ana lives in Graz.", ["t1"], kind="fact", day=0)
+    e1 = hit("e1", "Ana: the flat in Graz is lovely, the Mur is right there.", ["t1"], day=0)
+    e2 = hit("e2", "Ana: we moved to Vienna last weekend, boxes everywhere.", ["t5"], day=30)
+    e3 = hit("e3", "Ana: Vienna's trams are so much better than I thought.", ["t9"], day=40)
+    relevance = [stale, e1, e3, e2]
+    by_time = [e3, e2, e1, stale]
+    assert [h.entry.id for h in picking_order(by_time, relevance)] == ["e3", "e1", "e2", "fact"]
+    searched = Searched(by_time, {}, {}, [], Timings(), plan("Where does Ana live?", T0), relevance=relevance)
+    two = cost(e3) + max(cost(e1), cost(e2)) + tokens.count(MEMORIES_HEADER)
+    picked = [h.entry.id for h in chosen(searched, RecallRequest(query="q", token_budget=two), "cl100k_base").hits]
+    assert picked == ["e3", "e1"] and "fact" not in picked
+    # a claim time put first is picked first; one relevance did not list is picked in time's place
+    assert [h.entry.id for h in picking_order([stale, e3], [e3])] == ["fact", "e3"]

@@ -154,20 +154,24 @@ class MemoryClient:
 
     async def _publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> int:
         """Publish and return the stream's sequence. A message with a de-duplication id whose acknowledgement times
-        out while NATS is connected is sent again, up to PUBLISH_TRIES in all: the stream stores it once whichever
-        try arrives (a tenant's first turn waits while engram makes its stream, which can outlast a timeout on a
-        loaded cluster). A flush has no such id and is sent once."""
+        out while NATS is connected is sent again, up to PUBLISH_TRIES in all and only while the stream still knows
+        the id (TURNS_DUPLICATE_WINDOW_S from the first send), so it is stored once whichever try arrives (a
+        tenant's first turn waits while engram makes its stream, which can outlast a timeout on a loaded cluster).
+        A flush has no such id and is sent once."""
         headers = dict(headers or {})
         tries = PUBLISH_TRIES if "Nats-Msg-Id" in headers else 1
+        first = time.monotonic()
         with tracing.outgoing("publish", subject, headers):
             for attempt in range(1, tries + 1):
                 try:
                     return await self._publish_once(subject, payload, headers or None)
                 except Timeout as exc:
-                    if attempt == tries == 1:
+                    last = attempt == tries or \
+                        time.monotonic() - first + self._timeout_s >= subjects.TURNS_DUPLICATE_WINDOW_S
+                    if last and attempt == 1:
                         raise
-                    if attempt == tries:
-                        raise Timeout(f"publishing to {subject} timed out ({tries} tries of {self._timeout_s:g} s)") \
+                    if last:
+                        raise Timeout(f"publishing to {subject} timed out ({attempt} tries of {self._timeout_s:g} s)") \
                             from exc
                     log.info("publishing to %s timed out (try %d of %d); sending it again", subject, attempt, tries)
         raise AssertionError("unreachable")

@@ -8,6 +8,9 @@ def _subject(prefix: str, tenant: str | None, *rest: str) -> str:
     return ".".join((prefix, tenant if tenant is not None else WILDCARD, *rest))
 
 
+TURNS_DUPLICATE_WINDOW_S = 120.0  # a turn sent again within this long of its first send is stored once (Nats-Msg-Id)
+
+
 def turns(prefix: str, tenant: str | None = None) -> str:
     """`<prefix>.<tenant>.turns`: chat turns (JetStream)."""
     return _subject(prefix, tenant, "turns")

@@ -30,6 +30,8 @@ export const RETRY_AFTER_HEADER = "Engram-Retry-After-Ms";
 export const MAX_RETRY_WAIT_MS = 1_000;
 /** How often a turn is sent (same de-duplication id) while its acknowledgement times out. */
 export const PUBLISH_TRIES = 3;
+/** How long engram's turns streams remember a de-duplication id: a turn sent again within it is stored once. */
+export const TURNS_DUPLICATE_WINDOW_MS = 120_000;
 const DEEP_TIMEOUT_MS = 20_000; // a deep recall may take engram's deep and recall deadlines together (13 s)
 const CONSOLIDATE_TIMEOUT_MS = 120_000;
 
@@ -157,11 +159,14 @@ export class MemoryClient {
 
   /**
    * Publish and resolve to the stream's sequence. A message with a de-duplication id whose acknowledgement times out
-   * is sent again, up to PUBLISH_TRIES in all: the stream stores it once whichever try arrives (a tenant's first turn
-   * waits while engram makes its stream, which can outlast a timeout on a loaded cluster). A flush is sent once.
+   * is sent again (also while the client reconnects), up to PUBLISH_TRIES in all and only while the stream still
+   * knows the id (TURNS_DUPLICATE_WINDOW_MS from the first send), so it is stored once whichever try arrives (a
+   * tenant's first turn waits while engram makes its stream, which can outlast a timeout on a loaded cluster). A
+   * flush is sent once.
    */
   async #publish(subject: string, payload: unknown, msgID?: string): Promise<number> {
     const tries = msgID === undefined ? 1 : PUBLISH_TRIES;
+    const first = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
         const ack = await this.#js.publish(subject, JSON.stringify(payload), {
@@ -174,7 +179,8 @@ export class MemoryClient {
           throw new Unavailable(`no JetStream stream takes ${subject}; is engram's ingestor running?`, { cause: err });
         }
         if (isTimeout(err)) {
-          if (attempt < tries && !this.#nc.isClosed()) continue;
+          const known = Date.now() - first + this.timeoutMs < TURNS_DUPLICATE_WINDOW_MS;
+          if (attempt < tries && known && !this.#nc.isClosed()) continue;
           const tried = attempt === 1 ? "" : ` (${attempt} tries of ${this.timeoutMs} ms)`;
           throw new Timeout(`publishing to ${subject} timed out${tried}`, { cause: err });
         }
