@@ -6,11 +6,7 @@ never read back from the text). Under a budget, an episode after the best few is
 the question names ("what has Melanie painted?": Melanie's turns), or, for a question in its asker's voice ("what
 did I paint first?", shared/retrieval/voice.py), to the user's turns (by `MemoryEntry.turn_roles`): their lines,
 whole, each under its day's header; it then holds, and reports, only those turns (`source_turn_ids`, `turn_times`,
-and as `occurred_at` the first one's time when the entry kept its turns' times). An answer keeps its question: when
-the turn before a kept one is another's and ends on a question ("Love that colour! For walking or running?" before
-"These are for running."), its closing question is kept too: the whole turn when it is all question, held and
-reported with the others, else as one line of its speaker's quoting the question ("Caroline: …For walking or
-running?"), held as the compressor holds the turn it quotes before a window: not reported.
+and as `occurred_at` the first one's time when the entry kept its turns' times).
 
 Nothing else is cut: an entry without turn lines or whose turn lines do not fit its text (written before engram kept
 them, a fact, a profile, a merged keeper), one all or none of whose turns are the ones asked about, and any entry
@@ -18,17 +14,11 @@ for a question that names no speaker of the window (nor speaks in the first pers
 line by the question's words was tried and dropped: it gained nothing on the LoCoMo dev conversations and lost an
 ordering question's evidence in Chinese, where a whole run of characters rarely recurs in a line.
 """
-import re
 from collections.abc import Callable, Collection
 
-from shared.compress.offline import CONTEXT_PREFIX, spoken
-from shared.retrieval.hops import ends_on_question
+from shared.compress.offline import CONTEXT_PREFIX
 from shared.retrieval.plan import QueryPlan
 from shared.store import MemoryEntry, ScoredEntry, TurnLines
-
-# Where a sentence ends: a closing mark and a space ("3.5 km" goes on), or a Chinese or Japanese mark (no space).
-SENTENCE_END = re.compile(r"(?<=[.!?؟])\s+|(?<=[。！？])\s*")
-TITLE = re.compile(r"(?:^|\s)[A-Z][a-z]{0,2}\.$")  # "Dr.", "Mrs.", "St.": a title, not a sentence's end
 
 
 def _turns(entry: MemoryEntry, lines: list[str]) -> list[TurnLines] | None:
@@ -60,46 +50,12 @@ def about(entry: MemoryEntry, names: Collection[str], roles: Collection[str] = (
     return chosen if chosen and len(chosen) < len(spans) else None
 
 
-def _said(lines: list[str], span: TurnLines) -> str:
-    """A turn's own words: its lines without its speaker's name, nor a shared photo's caption."""
-    return spoken("\n".join(lines[span.first:span.last + 1]))[len(span.speaker) + 2:]
-
-
-def question_of(said: str) -> tuple[str, bool]:
-    """The question a turn ends on: its closing sentences that end with a question mark ("Wow! What got you into
-    running?" -> "What got you into running?"), as one line, and whether that is all the turn says."""
-    said = said.strip()
-    starts = [0, *(m.end() for m in SENTENCE_END.finditer(said) if not TITLE.search(said[:m.start()]))]
-    start = len(said)
-    for begin in reversed(starts):
-        if start < len(said) and not ends_on_question(said[begin:start]):
-            break
-        start = begin
-    return " ".join(said[start:].split()), start == 0
-
-
-def asked_before(entry: MemoryEntry, turns: set[int]) -> set[int]:
-    """The turns (by index) right before a turn of `turns` that are not among them and end on a question: the
-    question that turn answers ("For walking or running?" before "These are for running.")."""
-    lines = entry.text.split("\n")
-    spans = _turns(entry, lines)
-    if spans is None:
-        return set()
-    return {i - 1 for i in turns if i > 0 and i - 1 not in turns and ends_on_question(_said(lines, spans[i - 1]))}
-
-
 def cut(entry: MemoryEntry, turns: set[int]) -> MemoryEntry:
     """The entry holding only `turns` (indices; an entry `about` chose them from): their lines, each day's header
-    before the first of them that day, and their ids and times. Before each, when the turn before it ends on a
-    question (`asked_before`), that question: the whole turn, held and reported, when it is all question ("Where
-    did you go?"), else its closing question sentences as one line of its speaker's ("Caroline: …For walking or
-    running?"), quoted as the compressor quotes the turn before a window, and not reported as held."""
+    before the first of them that day, and their ids and times."""
     lines = entry.text.split("\n")
     spans = _turns(entry, lines)
     assert spans is not None, "cut is only asked for an entry `about` could cut"
-    asked = asked_before(entry, turns)
-    questions = {i: question_of(_said(lines, spans[i])) for i in asked}
-    turns = turns | {i for i, (_, whole) in questions.items() if whole}
     owner = {j: i for i, span in enumerate(spans) for j in range(span.first, span.last + 1)}
     kept: list[str] = []
     header: str | None = None  # the last day's header above, until it is written
@@ -108,17 +64,11 @@ def cut(entry: MemoryEntry, turns: set[int]) -> MemoryEntry:
         if turn is None and not line.startswith(CONTEXT_PREFIX):
             header = line
             continue
-        held = (0 if turn is None else turn) in turns  # the quoted turn before the window goes with the first turn
-        if not held and not (turn in asked and j == spans[turn].last):
-            continue
-        if header is not None:
-            kept.append(header)
-            header = None
-        if held:
+        if (0 if turn is None else turn) in turns:  # the quoted turn before the window goes with the first turn
+            if header is not None:
+                kept.append(header)
+                header = None
             kept.append(line)
-        else:
-            assert turn is not None  # an asked turn's last line
-            kept.append(f"{spans[turn].speaker}: …{questions[turn][0]}")
     order = sorted(turns)
     times = [entry.turn_times[i] for i in order] if len(entry.turn_times) == len(spans) else []
     roles = [entry.turn_roles[i] for i in order] if len(entry.turn_roles) == len(spans) else []
@@ -151,4 +101,3 @@ def excerpts(hits: list[ScoredEntry], plan: QueryPlan, cost: Callable[[ScoredEnt
             out.append(hit.model_copy(update={"entry": cut(hit.entry, turns)}))
             cut_ids.add(hit.entry.id)
     return out, frozenset(cut_ids)
-

@@ -117,12 +117,6 @@ def asks(entry: MemoryEntry) -> bool:
     lines = entry.text.split("\n")
     span = entry.turn_lines[-1] if entry.turn_lines else None
     turn = "\n".join(lines[span.first:span.last + 1]) if span and span.first <= span.last < len(lines) else lines[-1]
-    return ends_on_question(turn)
-
-
-def ends_on_question(turn: str) -> bool:
-    """Whether a turn's words (a shared photo's caption aside) end with a question mark, give or take closing quotes,
-    brackets, marks or emoji."""
     words = spoken(turn).rstrip()
     mark = max(words.rfind(m) for m in QUESTION_MARKS)
     return mark >= 0 and not any(c.isalnum() for c in words[mark + 1:])
