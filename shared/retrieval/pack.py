@@ -3,7 +3,8 @@
 Walking the hits in rank order, an entry is packed when it fits what is left of the budget and brings evidence the
 packed entries do not hold already (a source turn of its conversation none of them holds). Of entries with the
 same evidence the shortest is packed, in the place of the best ranked (a derived claim only in its own place or
-below: never above the newer evidence its ranking put above it); an entry packed earlier whose evidence a
+below: never above the newer evidence its ranking put above it; and once an entry that is not a claim did not fit,
+no claim ranked after it goes in); an entry packed earlier whose evidence a
 later packed one holds entirely is taken out again and its tokens return to the budget (a fact after the window
 that states it). A profile (a summary of many facts) holds no turn's words, so it neither holds nor is held.
 
@@ -41,8 +42,8 @@ def evidence(hit: ScoredEntry) -> Evidence:
 
 def _shortest_of_each(hits: list[ScoredEntry], cost: dict[str, int]) -> list[ScoredEntry]:
     """The hits in rank order, each group with the same evidence reduced to its shortest (`cost` by entry id), at the
-    group's best rank; a derived claim (a fact) stands in only for the ones ranked below it: it never moves above
-    where its ranking put it (below the newer evidence against it, respond.picking_order)."""
+    group's best rank. A derived claim (a fact) stands in only for the ones ranked below it, never above where its
+    ranking put it (below the newer evidence against it, respond.picking_order)."""
     best: dict[Evidence, ScoredEntry] = {}
     for hit in hits:
         held = evidence(hit)
@@ -80,11 +81,14 @@ def pack(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int], room: int)
     packed: set[int] = set()
     holders: dict[tuple[str, str], set[int]] = {}  # a turn -> the packed entries holding it
     used = 0
+    left_evidence = False  # an entry that is not a derived claim did not fit: no claim ranked after it goes in
     for _ in range(2):  # a second walk fills the tokens that entries taken out gave back
         for i, mine in enumerate(held_by):
             if i in packed or (mine and all(holders.get(turn) for turn in mine)):
                 continue  # packed, or its evidence is
-            if used + costs[i] > room:
+            derived = ranked[i].entry.kind in DERIVED
+            if used + costs[i] > room or (derived and left_evidence):
+                left_evidence = left_evidence or not derived
                 continue
             packed.add(i)
             used += costs[i]
@@ -104,5 +108,9 @@ def pack(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int], room: int)
 def _left(ranked: list[ScoredEntry], kept: set[int], costs: list[int], held_by: list[Evidence]) -> tuple[int, int]:
     """How many entries not kept bring evidence the kept ones do not hold, and their tokens."""
     held = {turn for i in kept for turn in held_by[i]}
-    left = [i for i in range(len(ranked)) if i not in kept and not (held_by[i] and held_by[i] <= held)]
-    return len(left), sum(costs[i] for i in left)
+    left: dict[object, int] = {}  # each piece of evidence left out once, at its shortest
+    for i in range(len(ranked)):
+        if i not in kept and not (held_by[i] and held_by[i] <= held):
+            key = held_by[i] or i  # a profile holds no turn: each counts
+            left[key] = min(left.get(key, costs[i]), costs[i])
+    return len(left), sum(left.values())

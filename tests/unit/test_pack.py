@@ -189,3 +189,17 @@ def test_a_claim_fits_only_after_everything_time_put_above_it() -> None:
     assert picked == ["e3", "e1"] and "fact" not in picked
     # a claim time put first is picked first; one relevance did not list is picked in time's place
     assert [h.entry.id for h in picking_order([stale, e3], [e3])] == ["fact", "e3"]
+
+
+def test_no_claim_goes_in_after_evidence_that_did_not_fit() -> None:
+    """Time put a long window of newer evidence above a short fact: when the window does not fit, the fact does not
+    go in in its place (it would state what the left-out evidence contradicts), and what was left out is counted
+    once for each piece of evidence."""
+    e3 = hit("e3", "Ana: Vienna's trams are better than I thought.", ["t9"], day=40)
+    e2 = hit("e2", "Ana: we moved to Vienna last weekend, " + "boxes everywhere, " * 30, ["t5"], day=30)
+    stale = hit("fact", "Ana lives in Graz.", ["t2"], kind="fact", day=0)
+    room = cost(e3) + cost(stale)
+    packed = pack([e3, e2, stale], cost, room)
+    assert [h.entry.id for h in packed.hits] == ["e3"]
+    assert (packed.left_out, packed.left_out_tokens) == (2, cost(e2) + cost(stale))
+    assert [h.entry.id for h in pack([e3, stale, e2], cost, room).hits] == ["e3", "fact"]  # ranked above: it goes

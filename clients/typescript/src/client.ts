@@ -30,7 +30,8 @@ export const RETRY_AFTER_HEADER = "Engram-Retry-After-Ms";
 export const MAX_RETRY_WAIT_MS = 1_000;
 /** How often a turn is sent (same de-duplication id) while its acknowledgement times out. */
 export const PUBLISH_TRIES = 3;
-/** How long engram's turns streams remember a de-duplication id: a turn sent again within it is stored once. */
+/** How long engram's turns streams remember a de-duplication id: a turn sent again within it is stored once (the
+ * Python client's `subjects.TURNS_DUPLICATE_WINDOW_S`, which engram's streams are made with). */
 export const TURNS_DUPLICATE_WINDOW_MS = 120_000;
 const DEEP_TIMEOUT_MS = 20_000; // a deep recall may take engram's deep and recall deadlines together (13 s)
 const CONSOLIDATE_TIMEOUT_MS = 120_000;
@@ -166,7 +167,7 @@ export class MemoryClient {
    */
   async #publish(subject: string, payload: unknown, msgID?: string): Promise<number> {
     const tries = msgID === undefined ? 1 : PUBLISH_TRIES;
-    const first = Date.now();
+    const first = performance.now();
     for (let attempt = 1; ; attempt++) {
       try {
         const ack = await this.#js.publish(subject, JSON.stringify(payload), {
@@ -179,7 +180,7 @@ export class MemoryClient {
           throw new Unavailable(`no JetStream stream takes ${subject}; is engram's ingestor running?`, { cause: err });
         }
         if (isTimeout(err)) {
-          const known = Date.now() - first + this.timeoutMs < TURNS_DUPLICATE_WINDOW_MS;
+          const known = performance.now() - first + this.timeoutMs < TURNS_DUPLICATE_WINDOW_MS;
           if (attempt < tries && known && !this.#nc.isClosed()) continue;
           const tried = attempt === 1 ? "" : ` (${attempt} tries of ${this.timeoutMs} ms)`;
           throw new Timeout(`publishing to ${subject} timed out${tried}`, { cause: err });
