@@ -17,6 +17,13 @@ from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
 
+# An evaluation's embedded engram runs no scheduled consolidation (a slot 100 years long): the figures must not depend
+# on whether the run crosses the scheduler's hourly slot. One that did consolidated mid-evaluation, and retention (age
+# on the owner's clock) forgot the crowd variants' oldest stories while their turns were still awaited. `eval updates`
+# consolidates when it means to, by request.
+NO_SCHEDULED_CONSOLIDATION = {"consolidate_interval_s": 100 * 365 * 86_400.0}
+
+
 app = typer.Typer(help="Measure retrieval quality against baselines.", no_args_is_help=True)
 BUDGETS_HELP = ("comma list of token budgets (e.g. 500,1000,2000,4000): all-evidence recall against tokens for engram "
                 "(no k) and the windowed baselines, written as a table, JSON and an SVG plot")
@@ -53,7 +60,7 @@ async def _eval(settings: Settings, files: list[Path], ks: list[int], mode: str,
         if settings.nats_url:
             result = await evaluate_against(settings.nats_url)
         else:
-            async with embedded_stack(settings, "eval") as state:
+            async with embedded_stack(settings, "eval", **NO_SCHEDULED_CONSOLIDATION) as state:
                 result = await evaluate_against(state.nats_url)
     finally:
         await embedder.close()
@@ -91,7 +98,8 @@ ClientFor = Callable[[str], Awaitable[MemoryClient]]
 
 
 async def _against(settings: Settings, name: str, evaluate: Callable[[ClientFor], Awaitable[R]]) -> R:
-    """Run an evaluation against ENGRAM_NATS_URL, or an embedded stack started for it (`name` its folder)."""
+    """Run an evaluation against ENGRAM_NATS_URL (whose schedule is its own), or an embedded stack started for it
+    (`name` its folder) with no scheduled consolidation."""
     async def run_at(url: str) -> R:
         async def client_for(tenant: str) -> MemoryClient:
             return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
@@ -100,7 +108,7 @@ async def _against(settings: Settings, name: str, evaluate: Callable[[ClientFor]
 
     if settings.nats_url:
         return await run_at(settings.nats_url)
-    async with embedded_stack(settings, name) as state:
+    async with embedded_stack(settings, name, **NO_SCHEDULED_CONSOLIDATION) as state:
         return await run_at(state.nats_url)
 
 

