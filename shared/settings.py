@@ -98,7 +98,7 @@ class Settings(BaseSettings):
     second_hop_weight: float = Field(default=0.8, ge=0.0, le=2.0)
     second_hop_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     # Of the best follow_questions first episodes, each that ends on a question brings the next window of its
-    # conversation (the answer), at follow_weight times its score (hops.follow). 0: none followed.
+    # conversation (the answer), at follow_weight times its score (hops.answers). 0: none followed.
     follow_questions: int = Field(default=3, ge=0, le=20)
     follow_weight: float = Field(default=0.5, ge=0.0, le=2.0)
     # Excerpts (shared/retrieval/excerpt.py): under a token budget, the best hits stay whole while they take at most

@@ -16,8 +16,9 @@ raised when it names a seed's person or is of a seed's day, and `explain` says w
 
 One more link needs no words: a window that ends on a question ("What did you take away from it?") has its answer
 in the next window of its conversation, which shares neither the question's words nor the book's name. The best
-episodes that end on one bring that window when the request's scope and filters allow it (`follow`: one ordered
-read of the store for each, at most `seeds`, then one read for all), at `weight` times the asking hit's score.
+episodes of the first pass that end on one bring that window when the request's scope and filters allow it
+(`answers`: one ordered read of the store for each, at most `seeds`, then one read for all, beside the second hop's
+search), at `weight` times the asking hit's score (`raise_answers`).
 """
 import asyncio
 from collections import Counter
@@ -135,17 +136,16 @@ def next_window(seed: MemoryEntry, later: list[MemoryEntry]) -> MemoryEntry | No
                  and not own & _own_turns(e)), None)
 
 
-async def follow(store: Store, scope: Scope, entry_filter: EntryFilter, hits: list[ScoredEntry], seeds: int,
-                 weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    """The hits with the windows that answer the questions the best `seeds` episodes end on, best first, and why
-    each of those came or rose. The answer is the next episode of the asking one's conversation, beginning at most
-    NEIGHBOUR after its last turn, whatever the request's filters; it comes only when it is within the request's
-    scope and filters (when it is not, nothing comes in its place). It scores `weight` times the asking hit's score,
-    or keeps its own when that is higher. Two rounds of reads: one ordered read per asking hit, then one for all."""
+async def answers(store: Store, scope: Scope, entry_filter: EntryFilter, hits: list[ScoredEntry],
+                  seeds: int) -> list[tuple[ScoredEntry, MemoryEntry]]:
+    """The windows that answer the questions the best `seeds` episodes end on, each with its asking hit. The answer
+    is the next episode of the asking one's conversation, beginning at most NEIGHBOUR after its last turn, whatever
+    the request's filters; it comes only when it is within the request's scope and filters (when it is not, nothing
+    comes in its place). Two rounds of reads: one ordered read per asking hit, then one for all."""
     asking = [h for h in hits if h.entry.kind == "episodic"][:seeds]
     asking = [h for h in asking if asks(h.entry)]
     if not asking:
-        return hits, {}
+        return []
 
     def after(seed: MemoryEntry) -> EntryFilter:
         last = max(seed.turn_times) if seed.turn_times else seed.occurred_at
@@ -154,25 +154,32 @@ async def follow(store: Store, scope: Scope, entry_filter: EntryFilter, hits: li
     later = await asyncio.gather(*(store.earliest(
         Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=h.entry.conversation_id),
         entry_filter=after(h.entry), limit=READ) for h in asking))
-    answers = [(hit, answer) for hit, found in zip(asking, later, strict=True)
-               if (answer := next_window(hit.entry, found)) is not None]
-    if not answers:
-        return hits, {}
-    ids = list(dict.fromkeys(a.id for _, a in answers))
+    found = [(hit, answer) for hit, candidates in zip(asking, later, strict=True)
+             if (answer := next_window(hit.entry, candidates)) is not None]
+    ids = list(dict.fromkeys(a.id for _, a in found))
     if entry_filter.ids:
         ids = [i for i in ids if i in entry_filter.ids]
     if not ids:
-        return hits, {}
+        return []
     page = await store.scroll(scope, entry_filter=entry_filter.model_copy(update={"ids": ids}), limit=len(ids))
     allowed = {e.id for e in page.entries}
+    return [(hit, answer) for hit, answer in found if answer.id in allowed]
+
+
+def raise_answers(hits: list[ScoredEntry], found: list[tuple[ScoredEntry, MemoryEntry]],
+                  weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """The hits with the answers `answers` found, best first, and why each of those came or rose: an answer scores
+    `weight` times its asking hit's score, or keeps its own when that is higher."""
     by_id = {h.entry.id: h for h in hits}
     reasons: dict[str, list[str]] = {}
-    for hit, answer in answers:
+    for hit, answer in found:
         score = weight * hit.score
-        if answer.id not in allowed or (answer.id in by_id and by_id[answer.id].score >= score):
+        if answer.id in by_id and by_id[answer.id].score >= score:
             continue
         known = by_id.get(answer.id)
         by_id[answer.id] = known.model_copy(update={"score": score}) if known else ScoredEntry(entry=answer,
                                                                                                  score=score)
         reasons[answer.id] = [f"answers the question hit {hit.entry.id} ends on"]
+    if not reasons:
+        return hits, {}
     return sorted(by_id.values(), key=lambda h: h.score, reverse=True), reasons

@@ -15,7 +15,7 @@ from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
-from shared.store import Boost, Condition, EntryFilter, Scope, ScoredEntry, Store, Vectors
+from shared.store import Boost, Condition, EntryFilter, MemoryEntry, Scope, ScoredEntry, Store, Vectors
 from shared.tracing import spans
 
 log = logging.getLogger("engram.retrieval")
@@ -220,24 +220,33 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
             boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
             candidates=candidates, explain=ranks, with_vectors=use_mmr)
-    hopped: dict[str, list[str]] = {}
-    if settings.second_hop_seeds and hits:
-        found = hops.links(hits, query_plan, settings.second_hop_seeds)
-        if found.words:
-            with spans.span("engram.recall second hop"):
-                widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
-                second = await retrieval.store.search(scope, Vectors(dense=dense[0], sparse=widened),
-                                                      using="sparse", limit=candidates, entry_filter=entry_filter)
-                hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight,
-                                         settings.second_hop_boost, settings.rrf_k)
-    raised: dict[str, list[str]] = {}  # first-pass hits a link raised, and why
-    if settings.follow_questions and hits:
-        first_pass = {h.entry.id for h in hits} - hopped.keys()
+    # The second hop's search and the follow's reads, beside each other: both start from the first pass.
+    found = hops.links(hits, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and hits else None
+
+    async def second_hop() -> list[ScoredEntry] | None:
+        if found is None or not found.words:
+            return None
+        with spans.span("engram.recall second hop"):
+            widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
+            return await retrieval.store.search(scope, Vectors(dense=dense[0], sparse=widened), using="sparse",
+                                                limit=candidates, entry_filter=entry_filter)
+
+    async def follow() -> list[tuple[ScoredEntry, MemoryEntry]]:
+        if not settings.follow_questions or not hits:
+            return []
         with spans.span("engram.recall follow"):
-            hits, followed = await hops.follow(retrieval.store, scope, entry_filter, hits,
-                                               settings.follow_questions, settings.follow_weight)
-        for entry_id, why in followed.items():
-            (raised if entry_id in first_pass else hopped).setdefault(entry_id, []).extend(why)
+            return await hops.answers(retrieval.store, scope, entry_filter, hits, settings.follow_questions)
+
+    first_pass = {h.entry.id for h in hits}
+    second, answered = await asyncio.gather(second_hop(), follow())
+    hopped: dict[str, list[str]] = {}
+    if second is not None and found is not None:
+        hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight, settings.second_hop_boost,
+                                 settings.rrf_k)
+    raised: dict[str, list[str]] = {}  # first-pass hits a link raised, and why
+    hits, followed = hops.raise_answers(hits, answered, settings.follow_weight)
+    for entry_id, why in followed.items():
+        (raised if entry_id in first_pass else hopped).setdefault(entry_id, []).extend(why)
     searched = time.perf_counter()
     with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
         reasons = _boost_reasons(hits, query_plan, settings)

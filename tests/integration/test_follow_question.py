@@ -1,7 +1,7 @@
-"""A window that ends on a question brings the next one, which answers it (hops.follow), on the plain-function path
-(real embedder, real store): the answer shares none of the question's words, so the query alone ranks it below
-near misses; the follow stays within the asker's tenant, user, conversation and filters, and a window that ends on
-a statement brings nothing."""
+"""A window that ends on a question brings the next one, which answers it (hops.answers, hops.raise_answers), on the
+plain-function path (real embedder, real store): the answer shares none of the question's words, so the query alone
+ranks it below near misses; the follow stays within the asker's tenant, user, conversation and filters, and a window
+that ends on a statement brings nothing."""
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
