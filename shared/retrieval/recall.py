@@ -221,7 +221,8 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
             candidates=candidates, explain=ranks, with_vectors=use_mmr)
     # The second hop's search and the follow's reads, beside each other: both start from the first pass.
-    found = hops.links(hits, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and hits else None
+    first = hits
+    found = hops.links(first, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and first else None
 
     async def second_hop() -> list[ScoredEntry] | None:
         if found is None or not found.words:
@@ -232,12 +233,12 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
                                                 limit=candidates, entry_filter=entry_filter)
 
     async def follow() -> list[tuple[ScoredEntry, MemoryEntry]]:
-        if not settings.follow_questions or not hits:
+        if not settings.follow_questions or not first:
             return []
         with spans.span("engram.recall follow"):
-            return await hops.answers(retrieval.store, scope, entry_filter, hits, settings.follow_questions)
+            return await hops.answers(retrieval.store, scope, entry_filter, first, settings.follow_questions)
 
-    first_pass = {h.entry.id for h in hits}
+    first_pass = {h.entry.id for h in first}
     second, answered = await asyncio.gather(second_hop(), follow())
     hopped: dict[str, list[str]] = {}
     if second is not None and found is not None:
