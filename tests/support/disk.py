@@ -8,6 +8,7 @@ forget-on-disk test). A raft log entry of a message past 8 KB is s2-compressed b
 `compressThreshold`): strings looked for this way must travel in small messages.
 """
 import json
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -69,7 +70,9 @@ def holding(places: dict[str, Path], needle: str, raft_groups: dict[str, str] | 
     wanted = needle.lower().encode("ascii")
     found: list[Found] = []
     for place, folder in places.items():
-        for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        # os.walk skips a folder that vanishes mid-walk (a raft group's, removed with its stream); rglob raised
+        files = (Path(root) / name for root, _, names in os.walk(folder) for name in names)
+        for path in sorted(p for p in files if p.is_file() and not p.is_symlink()):
             try:
                 count = path.read_bytes().lower().count(wanted)
             except FileNotFoundError:  # a block compacted or a segment replaced while the scan ran
