@@ -27,6 +27,7 @@ from shared.store import (
     HybridSearch,
     MemoryEntry,
     Page,
+    Read,
     Scope,
     ScoredEntry,
     Store,
@@ -152,6 +153,10 @@ class FencedStore:
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
         """As the store's."""
         return await self.store.search(scope, vectors, using=using, limit=limit, entry_filter=entry_filter)
+
+    async def reads(self, reads: Sequence[Read]) -> list[list[ScoredEntry]]:
+        """As the store's."""
+        return await self.store.reads(reads)
 
     async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
         """As the store's."""

@@ -17,17 +17,16 @@ raised when it names a seed's person or is of a seed's day, and `explain` says w
 One more link needs no words: a window that ends on a question ("What did you take away from it?") has its answer
 in the next window of its conversation, which shares neither the question's words nor the book's name. The best
 episodes of the first pass that end on one bring that window when the request's scope and filters allow it
-(`answers`: one ordered read of the store for each, at most `seeds`, then one read for all, beside the second hop's
-search), at `weight` times the asking hit's score (`raise_answers`).
+(`answer_reads`: two ordered reads for each, at most `seeds`, in the same engine call as the second hop's search;
+`answers`), at `weight` times the asking hit's score (`raise_answers`).
 """
-import asyncio
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.compress.offline import spoken
 from shared.retrieval.plan import QueryPlan
-from shared.store import EntryFilter, MemoryEntry, Scope, ScoredEntry, Store
+from shared.store import EntryFilter, MemoryEntry, Scope, ScoredEntry, TimeRead
 from shared.store.hits import rrf
 
 NEIGHBOUR = timedelta(minutes=30)  # a window this close to a seed, in its conversation, is its neighbour
@@ -136,34 +135,44 @@ def next_window(seed: MemoryEntry, later: list[MemoryEntry]) -> MemoryEntry | No
                  and not own & _own_turns(e)), None)
 
 
-async def answers(store: Store, scope: Scope, entry_filter: EntryFilter, hits: list[ScoredEntry],
-                  seeds: int) -> list[tuple[ScoredEntry, MemoryEntry]]:
-    """The windows that answer the questions the best `seeds` episodes end on, each with its asking hit. The answer
-    is the next episode of the asking one's conversation, beginning at most NEIGHBOUR after its last turn, whatever
-    the request's filters; it comes only when it is within the request's scope and filters (when it is not, nothing
-    comes in its place). Two rounds of reads: one ordered read per asking hit, then one for all."""
-    asking = [h for h in hits if h.entry.kind == "episodic"][:seeds]
-    asking = [h for h in asking if asks(h.entry)]
-    if not asking:
-        return []
+def asking(hits: list[ScoredEntry], seeds: int) -> list[ScoredEntry]:
+    """The best `seeds` episodes of the first pass that end on a question."""
+    return [h for h in [h for h in hits if h.entry.kind == "episodic"][:seeds] if asks(h.entry)]
 
-    def after(seed: MemoryEntry) -> EntryFilter:
+
+def _within(entry_filter: EntryFilter, since: datetime, until: datetime) -> EntryFilter:
+    """The request's filter, for the episodes of [since, until] only."""
+    return entry_filter.model_copy(update={
+        "kinds": ["episodic"], "since": max(since, entry_filter.since) if entry_filter.since else since,
+        "until": min(until, entry_filter.until) if entry_filter.until else until})
+
+
+def answer_reads(scope: Scope, entry_filter: EntryFilter, asked: list[ScoredEntry]) -> list[TimeRead]:
+    """Two reads for each asking hit (`asking`), in its conversation within the request's scope: the episodes that
+    begin at most NEIGHBOUR after its last turn, whatever the request's filters (the next window is among the first
+    of them), and the same episodes under the request's filters (the next window may come only when it is among
+    them). A next window that shares its first instant with more than READ others may be missed, never replaced."""
+    out = []
+    for hit in asked:
+        seed = hit.entry
         last = max(seed.turn_times) if seed.turn_times else seed.occurred_at
-        return EntryFilter(kinds=["episodic"], since=last, until=last + NEIGHBOUR)
+        conversation = Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=seed.conversation_id)
+        out += [TimeRead(scope=conversation, limit=READ,
+                         entry_filter=EntryFilter(kinds=["episodic"], since=last, until=last + NEIGHBOUR)),
+                TimeRead(scope=conversation, limit=READ, entry_filter=_within(entry_filter, last, last + NEIGHBOUR))]
+    return out
 
-    later = await asyncio.gather(*(store.earliest(
-        Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=h.entry.conversation_id),
-        entry_filter=after(h.entry), limit=READ) for h in asking))
-    found = [(hit, answer) for hit, candidates in zip(asking, later, strict=True)
-             if (answer := next_window(hit.entry, candidates)) is not None]
-    ids = list(dict.fromkeys(a.id for _, a in found))
-    if entry_filter.ids:
-        ids = [i for i in ids if i in entry_filter.ids]
-    if not ids:
-        return []
-    page = await store.scroll(scope, entry_filter=entry_filter.model_copy(update={"ids": ids}), limit=len(ids))
-    allowed = {e.id for e in page.entries}
-    return [(hit, answer) for hit, answer in found if answer.id in allowed]
+
+def answers(asked: list[ScoredEntry], read: list[list[ScoredEntry]]) -> list[tuple[ScoredEntry, MemoryEntry]]:
+    """The windows that answer the questions the asking hits end on, each with its asking hit, from the reads
+    `answer_reads` made for them (in its order): the next episode of the asking one's conversation, when the
+    request's scope and filters allow it (when they do not, nothing comes in its place)."""
+    found = []
+    for i, hit in enumerate(asked):
+        answer = next_window(hit.entry, [h.entry for h in read[2 * i]])
+        if answer is not None and any(h.entry.id == answer.id for h in read[2 * i + 1]):
+            found.append((hit, answer))
+    return found
 
 
 def raise_answers(hits: list[ScoredEntry], found: list[tuple[ScoredEntry, MemoryEntry]],

@@ -15,7 +15,18 @@ from shared.retrieval.mmr import mmr
 from shared.retrieval.plan import QueryPlan, plan
 from shared.retrieval.usage import UsageRecorder
 from shared.settings import Settings
-from shared.store import Boost, Condition, EntryFilter, MemoryEntry, Scope, ScoredEntry, Store, Vectors
+from shared.store import (
+    Boost,
+    Condition,
+    EntryFilter,
+    MemoryEntry,
+    Read,
+    Scope,
+    ScoredEntry,
+    Store,
+    VectorRead,
+    Vectors,
+)
 from shared.tracing import spans
 
 log = logging.getLogger("engram.retrieval")
@@ -220,26 +231,24 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             prefetch_limit=max(settings.prefetch_limit, candidates), rrf_k=settings.rrf_k,
             boosts=boosts_for(query_plan.names, [(t.start, t.end) for t in query_plan.times], settings),
             candidates=candidates, explain=ranks, with_vectors=use_mmr)
-    # The second hop's search and the follow's reads, beside each other: both start from the first pass.
+    # The second hop's search and the follow's reads, in one engine call: both start from the first pass.
     first = hits
-    found = hops.links(first, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and first else None
-
-    async def second_hop() -> list[ScoredEntry] | None:
-        if found is None or not found.words:
-            return None
-        with spans.span("engram.recall second hop"):
-            widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
-            return await retrieval.store.search(scope, Vectors(dense=dense[0], sparse=widened), using="sparse",
-                                                limit=candidates, entry_filter=entry_filter)
-
-    async def follow() -> list[tuple[ScoredEntry, MemoryEntry]]:
-        if not settings.follow_questions or not first:
-            return []
-        with spans.span("engram.recall follow"):
-            return await hops.answers(retrieval.store, scope, entry_filter, first, settings.follow_questions)
-
     first_pass = {h.entry.id for h in first}
-    second, answered = await asyncio.gather(second_hop(), follow())
+    found = hops.links(first, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and first else None
+    asked = hops.asking(first, settings.follow_questions) if settings.follow_questions else []
+    reads: list[Read] = []
+    if found is not None and found.words:
+        widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
+        reads.append(VectorRead(scope=scope, vectors=Vectors(dense=dense[0], sparse=widened), using="sparse",
+                                limit=candidates, entry_filter=entry_filter))
+    reads += hops.answer_reads(scope, entry_filter, asked)
+    second: list[ScoredEntry] | None = None
+    answered: list[tuple[ScoredEntry, MemoryEntry]] = []
+    if reads:
+        with spans.span("engram.recall second hop", attributes={"engram.reads": len(reads)}):
+            read = await retrieval.store.reads(reads)
+        second = read[0] if isinstance(reads[0], VectorRead) else None
+        answered = hops.answers(asked, read[len(read) - 2 * len(asked):])
     hopped: dict[str, list[str]] = {}
     if second is not None and found is not None:
         hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight, settings.second_hop_boost,

@@ -14,11 +14,14 @@ from shared.store.model import (
     HybridSearch,
     MemoryEntry,
     Page,
+    Read,
     Scope,
     ScoredEntry,
     SparseVector,
     StoredEntry,
+    TimeRead,
     TurnLines,
+    VectorRead,
     Vectors,
     entry_id,
 )
@@ -29,8 +32,8 @@ if TYPE_CHECKING:
     from shared.store.remote import ClientStore
 
 __all__ = ["Boost", "ClientStore", "Condition", "EdgeStore", "EntryFilter", "HybridSearch", "MemoryEntry", "Page",
-           "Scope", "ScoredEntry", "SparseVector", "Store", "StoredEntry", "TurnLines", "Vectors", "all_entries",
-           "entry_id", "open_store", "pages"]
+           "Read", "Scope", "ScoredEntry", "SparseVector", "Store", "StoredEntry", "TimeRead", "TurnLines",
+           "VectorRead", "Vectors", "all_entries", "entry_id", "open_store", "pages"]
 
 
 async def open_store(settings: Settings, dense_dim: int) -> Store:

@@ -23,9 +23,12 @@ from shared.store.model import (
     HybridSearch,
     MemoryEntry,
     Page,
+    Read,
     Scope,
     ScoredEntry,
     StoredEntry,
+    TimeRead,
+    VectorRead,
     Vectors,
 )
 from shared.store.protocol import DEFERRED_FLUSH
@@ -240,15 +243,30 @@ class EdgeStore(ByIdMixin):
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
         """One vector alone (dense or sparse), under the scope's filter."""
-        flt = _filter(scope, entry_filter)
-        if using == DENSE:
-            request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vectors.dense), using=DENSE),
-                                      filter=flt, with_payload=True)
-        else:
-            sparse = qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values))
-            request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
-                                      with_payload=True, params=_scope_idf(scope))
-        return to_hits(await self._read(self._shard.query, request))
+        read = VectorRead(scope=scope, vectors=vectors, using=using, limit=limit, entry_filter=entry_filter)
+        return (await self.reads([read]))[0]
+
+    @staticmethod
+    def _request(read: Read) -> qe.QueryRequest:
+        """The engine's query for one read: a search by one vector, or entries ordered by `occurred_at`."""
+        flt = _filter(read.scope, read.entry_filter)
+        if isinstance(read, TimeRead):
+            direction = qe.Direction.Desc if read.newest else qe.Direction.Asc
+            return qe.QueryRequest(limit=read.limit, query=qe.OrderBy(scoping.OCCURRED_AT, direction), filter=flt,
+                                   with_payload=True, with_vector=False)
+        if read.using == DENSE:
+            return qe.QueryRequest(limit=read.limit, query=qe.Query.Nearest(list(read.vectors.dense), using=DENSE),
+                                   filter=flt, with_payload=True)
+        sparse = qe.SparseVector(list(read.vectors.sparse.indices), list(read.vectors.sparse.values))
+        return qe.QueryRequest(limit=read.limit, query=qe.Query.Nearest(sparse, using=SPARSE), filter=flt,
+                               with_payload=True, params=_scope_idf(read.scope))
+
+    async def reads(self, reads: Sequence[Read]) -> list[list[ScoredEntry]]:
+        """Several reads in one engine call, each under its own scope and filter, in order."""
+        if not reads:
+            return []
+        results = await self._read(self._shard.query_batch, qe.QueryBatchRequest([self._request(r) for r in reads]))
+        return [to_hits(points) for points in results]
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None, with_vectors: bool = False) -> Page:
@@ -264,19 +282,13 @@ class EdgeStore(ByIdMixin):
     async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                      limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
-        return await self._by_time(scope, entry_filter, limit, qe.Direction.Desc)
+        read = TimeRead(scope=scope, entry_filter=entry_filter, limit=limit, newest=True)
+        return [h.entry for h in (await self.reads([read]))[0]]
 
     async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                        limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
-        return await self._by_time(scope, entry_filter, limit, qe.Direction.Asc)
-
-    async def _by_time(self, scope: Scope, entry_filter: EntryFilter | None, limit: int,
-                       direction: qe.Direction) -> list[MemoryEntry]:
-        request = qe.ScrollRequest(limit=limit, filter=_filter(scope, entry_filter), with_payload=True,
-                                   with_vector=False, order_by=qe.OrderBy(scoping.OCCURRED_AT, direction))
-        records, _ = await self._read(self._shard.scroll, request)
-        return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
+        return [h.entry for h in (await self.reads([TimeRead(scope=scope, entry_filter=entry_filter, limit=limit)]))[0]]
 
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries (from the tenant index; no entry is read)."""

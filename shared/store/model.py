@@ -218,6 +218,34 @@ class HybridSearch(BaseModel):
     idf_corpus: EntryFilter | None = None
 
 
+class VectorRead(BaseModel):
+    """A read of a batch (`Store.reads`): the `limit` entries nearest one of the vectors (`using`), under its own scope
+    and filter, as `Store.search` returns them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: Scope
+    vectors: Vectors
+    using: Literal["dense", "sparse"]
+    limit: int
+    entry_filter: EntryFilter | None = None
+
+
+class TimeRead(BaseModel):
+    """A read of a batch (`Store.reads`): up to `limit` entries by `occurred_at` under its own scope and filter, the
+    earliest first (the newest first with `newest`), as `Store.earliest` and `Store.newest` return them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: Scope
+    limit: int
+    entry_filter: EntryFilter | None = None
+    newest: bool = False
+
+
+Read = VectorRead | TimeRead
+
+
 class ScoredEntry(BaseModel):
     """A hit: the entry, its fused score and, when asked, its rank and score in each search."""
 

@@ -9,6 +9,7 @@ from shared.store.model import (
     HybridSearch,
     MemoryEntry,
     Page,
+    Read,
     Scope,
     ScoredEntry,
     StoredEntry,
@@ -42,6 +43,11 @@ class Store(Protocol):
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
         """One vector alone (dense or sparse), under the scope's filter."""
+
+    async def reads(self, reads: Sequence[Read]) -> list[list[ScoredEntry]]:
+        """Several reads in one round trip to the engine, each under its own scope and filter (the tenant in it is
+        always applied), in order: a VectorRead's hits as `search` returns them, a TimeRead's entries as `earliest`
+        or `newest` return them (their scores say nothing)."""
 
     async def get(self, scope: Scope, ids: list[str]) -> list[MemoryEntry]:
         """Entries by id, only those inside the scope."""

@@ -20,9 +20,12 @@ from shared.store.model import (
     HybridSearch,
     MemoryEntry,
     Page,
+    Read,
     Scope,
     ScoredEntry,
     StoredEntry,
+    TimeRead,
+    VectorRead,
     Vectors,
 )
 
@@ -183,16 +186,32 @@ class ClientStore(ByIdMixin):
     async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
                      entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
         """One vector alone (dense or sparse), under the scope's filter."""
-        flt = _filter(scope, entry_filter)
-        with _reachable(f"a {using} search"):
-            if using == DENSE:
-                result = await self._client.query_points(self._collection, query=list(vectors.dense), using=DENSE,
-                                                         query_filter=flt, limit=limit, with_payload=True)
-            else:
-                result = await self._client.query_points(self._collection, query=_sparse(vectors), using=SPARSE,
-                                                         query_filter=flt, limit=limit, with_payload=True,
-                                                         search_params=_scope_idf(scope))
-        return to_hits(result.points)
+        read = VectorRead(scope=scope, vectors=vectors, using=using, limit=limit, entry_filter=entry_filter)
+        return (await self.reads([read]))[0]
+
+    @staticmethod
+    def _request(read: Read) -> qm.QueryRequest:
+        """The server's query for one read: a search by one vector, or entries ordered by `occurred_at`."""
+        flt = _filter(read.scope, read.entry_filter)
+        if isinstance(read, TimeRead):
+            direction = qm.Direction.DESC if read.newest else qm.Direction.ASC
+            return qm.QueryRequest(query=qm.OrderByQuery(order_by=qm.OrderBy(key=scoping.OCCURRED_AT,
+                                                                             direction=direction)),
+                                   filter=flt, limit=read.limit, with_payload=True)
+        if read.using == DENSE:
+            return qm.QueryRequest(query=list(read.vectors.dense), using=DENSE, filter=flt, limit=read.limit,
+                                   with_payload=True)
+        return qm.QueryRequest(query=_sparse(read.vectors), using=SPARSE, filter=flt, limit=read.limit,
+                               with_payload=True, params=_scope_idf(read.scope))
+
+    async def reads(self, reads: Sequence[Read]) -> list[list[ScoredEntry]]:
+        """Several reads in one request to the server, each under its own scope and filter, in order."""
+        if not reads:
+            return []
+        with _reachable("a batch of reads"):
+            results = await self._client.query_batch_points(self._collection,
+                                                            requests=[self._request(r) for r in reads])
+        return [to_hits(result.points) for result in results]
 
     async def scroll(self, scope: Scope, *, entry_filter: EntryFilter | None = None, limit: int = 100,
                      offset: str | None = None, with_vectors: bool = False) -> Page:
@@ -208,20 +227,13 @@ class ClientStore(ByIdMixin):
     async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                      limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
-        return await self._by_time(scope, entry_filter, limit, qm.Direction.DESC)
+        read = TimeRead(scope=scope, entry_filter=entry_filter, limit=limit, newest=True)
+        return [h.entry for h in (await self.reads([read]))[0]]
 
     async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
                        limit: int = 100) -> list[MemoryEntry]:
         """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
-        return await self._by_time(scope, entry_filter, limit, qm.Direction.ASC)
-
-    async def _by_time(self, scope: Scope, entry_filter: EntryFilter | None, limit: int,
-                       direction: qm.Direction) -> list[MemoryEntry]:
-        with _reachable("an ordered scroll"):
-            records, _ = await self._client.scroll(
-                self._collection, scroll_filter=_filter(scope, entry_filter), limit=limit, with_payload=True,
-                with_vectors=False, order_by=qm.OrderBy(key=scoping.OCCURRED_AT, direction=direction))
-        return [MemoryEntry.from_point(r.id, r.payload or {}) for r in records]
+        return [h.entry for h in (await self.reads([TimeRead(scope=scope, entry_filter=entry_filter, limit=limit)]))[0]]
 
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries (a facet over the tenant index; no entry is read)."""

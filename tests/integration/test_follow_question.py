@@ -1,9 +1,12 @@
-"""A window that ends on a question brings the next one, which answers it (hops.answers, hops.raise_answers), on the
+"""A window that ends on a question brings the next one, which answers it (hops.answer_reads, hops.answers,
+hops.raise_answers), on the
 plain-function path (real embedder, real store): the answer shares none of the question's words, so the query alone
 ranks it below near misses; the follow stays within the asker's tenant, user, conversation and filters, and a window
 that ends on a statement brings nothing."""
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 import pytest
 
@@ -14,7 +17,7 @@ from shared.ingest import windows
 from shared.ingest.writer import memorize
 from shared.retrieval import recall
 from shared.retrieval.hops import asks, next_window
-from shared.store import MemoryEntry, Scope
+from shared.store import MemoryEntry, Scope, Store
 from tests.support.ids import unique
 from tests.support.plain import Memory
 from tests.support.turns import conversation
@@ -167,3 +170,31 @@ async def test_an_answer_the_query_found_too_is_raised_and_explain_lists_why_amo
     [found] = [e for e in unraised.entries if "book-2" in e.source_turn_ids]
     assert found.score < answer.score and found.explanation is not None
     assert not any("answers the question" in b for b in found.explanation.boosts)
+
+
+class Counting:
+    """The store, counting the reads a recall makes of it by method."""
+
+    def __init__(self, store: Store) -> None:
+        self.store, self.calls = store, Counter[str]()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return await method(*args, **kwargs)
+        return counted
+
+
+async def test_the_second_hop_and_the_follow_cost_one_engine_call_after_the_first_pass(memory: Memory) -> None:
+    """A recall whose first hits end on a question and link to more makes two engine calls: the first pass, then the
+    second hop's search and the follow's reads together (against a Qdrant server, two round trips, not one per
+    asking hit and another to check the answers against the filters), and still brings the answer."""
+    tenant = unique("t")
+    await store_talk(memory, tenant)
+    counting = Counting(memory.store)
+    retrieval = replace(memory.retrieval, store=cast(Store, counting))
+    reply = await recall(retrieval, tenant, RecallRequest(query=QUERY, k=6, explain=True))
+    assert answer_of(reply) and reply.plan is not None and reply.plan.second_hop >= 1
+    assert counting.calls == Counter({"hybrid_query": 1, "reads": 1})

@@ -21,6 +21,8 @@ from shared.store import (
     SparseVector,
     Store,
     StoredEntry,
+    TimeRead,
+    VectorRead,
     Vectors,
     entry_id,
 )
@@ -511,6 +513,38 @@ async def test_a_batch_of_hybrid_searches_answers_each_like_one_query_and_stays_
     assert explained[2] == one and explained[0] == one[:1]
     assert [(h.dense_rank, h.sparse_rank) for h in one] == [(1, 1), (2, None)]
     assert await store.hybrid_batch(scope, []) == []
+
+
+async def test_a_batch_of_reads_answers_each_like_its_own_call_under_its_own_scope(store: Store) -> None:
+    """One batch of searches by one vector and reads by time answers each as `search`, `earliest` and `newest`
+    would, each under its own scope and filter: a read scoped to another tenant sees only that tenant's entries, one
+    scoped to a conversation only that conversation's; an empty batch answers empty."""
+    mine, theirs = unique("t"), unique("t")
+    await store.upsert([item(mine, ["a"], dense=[1, 0, 0, 0], terms=[1], days=3, text="a"),
+                        item(mine, ["b"], dense=[0, 1, 0, 0], terms=[2], days=1, text="b"),
+                        item(mine, ["c"], dense=[0, 0, 1, 0], terms=[1, 2], weights=[0.5, 1.0], days=5, text="c",
+                             conversation="c2"),
+                        item(mine, ["d"], dense=[0.8, 0.6, 0, 0], terms=[1], days=7, text="d", kind="fact"),
+                        item(theirs, ["a"], dense=[1, 0, 0, 0], terms=[1], days=0, text="theirs")])
+    scope, one = Scope(tenant_id=mine), Scope(tenant_id=mine, conversation_id="c1")
+    episodes = EntryFilter(kinds=["episodic"])
+    reads = [VectorRead(scope=scope, vectors=query([1, 0, 0, 0], [1]), using="sparse", limit=5, entry_filter=episodes),
+             TimeRead(scope=one, limit=5),
+             TimeRead(scope=scope, limit=2, newest=True),
+             VectorRead(scope=one, vectors=query([1, 0, 0, 0], [2]), using="dense", limit=2),
+             TimeRead(scope=Scope(tenant_id=theirs), limit=5),
+             TimeRead(scope=scope, limit=5, entry_filter=EntryFilter(since=T0 + timedelta(days=2),
+                                                                     until=T0 + timedelta(days=5)))]
+    batch = await store.reads(reads)
+    assert [[h.entry.text for h in hits] for hits in batch] == [["a", "c"], ["b", "a", "d"], ["d", "c"],
+                                                                ["a", "d"], ["theirs"], ["a", "c"]]
+    assert [h.entry.id for h in batch[0]] == [h.entry.id for h in await store.search(
+        scope, query([1, 0, 0, 0], [1]), using="sparse", limit=5, entry_filter=episodes)]
+    assert [round(h.score, 6) for h in batch[0]] == [round(h.score, 6) for h in await store.search(
+        scope, query([1, 0, 0, 0], [1]), using="sparse", limit=5, entry_filter=episodes)]
+    assert [h.entry for h in batch[1]] == await store.earliest(one, limit=5)
+    assert [h.entry for h in batch[2]] == await store.newest(scope, limit=2)
+    assert await store.reads([]) == []
 
 
 async def test_never_recalled_counts_entries_no_recall_has_returned(store: Store) -> None:
