@@ -3,7 +3,8 @@
 A lease is a key in a JetStream key-value bucket whose entries expire after `ttl_s`: taking it is a create (which
 fails while another replica holds it), keeping it is an update against the revision this replica wrote (every
 third of the TTL), giving it back is a delete against that revision. A holder that crashes stops renewing and
-its lease expires; a holder that cannot renew in time learns it has lost the lease and stops its run.
+its lease expires, unless a process on the same host sees it is gone and takes it over at once (process.py); a
+holder that cannot renew in time learns it has lost the lease and stops its run.
 """
 import asyncio
 import contextlib
@@ -22,6 +23,7 @@ from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError, KeyW
 from nats.js.kv import KeyValue
 
 from shared.consolidation.fence import FENCE, Fence, LeaseLost
+from shared.consolidation.process import Process
 from shared.messaging import streams, untrusted
 from shared.runtime import metrics
 
@@ -78,9 +80,10 @@ class Leases:
     """Tenant leases and the record of each tenant's last finished scheduled run."""
 
     def __init__(self, js: JetStreamContext, leases: KeyValue, runs: KeyValue, runs_bucket: str, holder: str,
-                 ttl_s: float) -> None:
+                 ttl_s: float, process: Process | None = None) -> None:
         self._js, self._leases, self._runs, self._runs_bucket = js, leases, runs, runs_bucket
         self.holder, self.ttl_s = holder, ttl_s
+        self.process = process if process is not None else Process.this()  # named in its leases (process.py)
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, holder: str, ttl_s: float, replicas: int = 1) -> "Leases":
@@ -91,16 +94,51 @@ class Leases:
         return cls(js, leases, runs, runs_name, holder, ttl_s)
 
     def _value(self) -> bytes:
-        return json.dumps({"holder": self.holder, "at": datetime.now(UTC).isoformat()}).encode()
+        process = self.process.model_dump() if self.process is not None else None
+        return json.dumps({"holder": self.holder, "at": datetime.now(UTC).isoformat(), "process": process}).encode()
 
     async def acquire(self, tenant: str) -> int | None:
-        """Take the tenant's lease; its revision, or None if another replica holds it."""
+        """Take the tenant's lease; its revision, or None if another replica holds it (a holder this process sees
+        is gone, on this host, holds it no more: `_take_over`)."""
+        revision = await self._create(tenant)
+        if revision is None and await self._take_over(tenant):
+            revision = await self._create(tenant)
+        if revision is not None:
+            metrics.lease_changes_total.labels("acquired").inc()
+        return revision
+
+    async def _create(self, tenant: str) -> int | None:
         try:
-            revision = await self._leases.create(tenant, self._value())
+            return await self._leases.create(tenant, self._value())
         except KeyWrongLastSequenceError:
             return None
-        metrics.lease_changes_total.labels("acquired").inc()
-        return revision
+
+    async def _take_over(self, tenant: str) -> bool:
+        """Delete the tenant's lease when its holder's process is gone (process.py), against the revision read, so
+        that a lease renewed or taken meanwhile stays; whether the lease may be free now."""
+        try:
+            entry = await self._leases.get(tenant)
+        except KeyNotFoundError:
+            return True  # expired or given back since
+        try:
+            named = json.loads(entry.value or b"")
+        except ValueError:
+            return False
+        theirs = Process.parse(named.get("process") if isinstance(named, dict) else None)
+        if self.process is None or theirs is None or not self.process.sees_gone(theirs):
+            return False
+        try:
+            await self._leases.delete(tenant, last=entry.revision)
+        except (KeyWrongLastSequenceError, KeyNotFoundError):
+            return True
+        except APIError as exc:
+            if exc.err_code in (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT):
+                return True  # renewed, taken or given back since: the create that follows tells
+            raise
+        log.warning("took over the consolidation lease of tenant %r from %s, whose process (%d) is gone",
+                    tenant, named.get("holder"), theirs.pid)
+        metrics.lease_changes_total.labels("taken_over").inc()
+        return True
 
     async def renew(self, tenant: str, revision: int) -> int:
         """Keep the lease; the new revision. Raises LeaseLost when it is no longer this replica's."""

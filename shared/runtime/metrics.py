@@ -92,8 +92,9 @@ consolidation_superseded_total = Counter("engram_consolidation_superseded_total"
                                          "Facts superseded by a newer statement of the same slot")
 consolidation_forgotten_total = Counter("engram_consolidation_forgotten_total", "Entries removed by retention",
                                         ["reason"])  # low_retention|ttl|cap
-lease_changes_total = Counter("engram_consolidation_lease_changes_total", "Tenant leases taken, given back or lost",
-                              ["change"])  # acquired|released|lost
+lease_changes_total = Counter("engram_consolidation_lease_changes_total", "Tenant leases taken, given back, lost "
+                              "or taken over from a holder whose process is gone", ["change"])
+# acquired|released|lost|taken_over
 entries_by_kind = Gauge("engram_entries", "Stored entries by kind, as of the last scheduled pass", ["kind"])
 never_recalled_ratio = Gauge("engram_entries_never_recalled_ratio", "Share of stored entries no recall has "
                              "returned yet, as of the last scheduled pass")
@@ -164,7 +165,7 @@ KNOWN_LABELS: list[tuple[Counter | Gauge | Histogram, Sequence[tuple[str, ...]]]
     (consolidation_runs_total, [(trigger, outcome) for trigger in ("schedule", "request")
                                 for outcome in ("ok", "error")]),
     (consolidation_forgotten_total, [("low_retention",), ("ttl",), ("cap",)]),
-    (lease_changes_total, [("acquired",), ("released",), ("lost",)]),
+    (lease_changes_total, [("acquired",), ("released",), ("lost",), ("taken_over",)]),
     (entries_by_kind, [("episodic",), ("fact",), ("profile",)]),
     (llm_calls_total, [(purpose, outcome) for purpose in LLM_PURPOSES
                        for outcome in ("ok", "repaired", *LLM_FAILURES)]),

@@ -1,0 +1,157 @@
+"""A consolidation lease whose holder's process is gone is taken over at once by a process on the same host (real
+nats-server, real processes killed with SIGKILL); a live holder's, and one this process cannot see, waits out its TTL
+as before."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nats
+import pytest
+from nats.js.kv import KeyValue
+
+from shared.consolidation.lease import Leases
+from shared.consolidation.process import Process
+from shared.messaging import nats_server, streams
+from shared.runtime import metrics
+from tests.support.ids import unique
+
+TTL_S = 60.0  # as engram ships it: nothing in a test expires by itself
+ROOT = Path(__file__).resolve().parents[2]
+HOLDER = """
+import asyncio, sys
+import nats
+from shared.consolidation.lease import Leases
+
+async def main(url: str, prefix: str, tenant: str) -> None:
+    nc = await nats.connect(url)
+    leases = await Leases.open(nc.jetstream(), prefix, "another engram", float(sys.argv[4]))
+    print(await leases.acquire(tenant), flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main(*sys.argv[1:4]))
+"""
+
+
+@dataclass
+class Bucket:
+    """Our leases, the bucket they are kept in, and how to start another process holding one."""
+
+    url: str
+    prefix: str
+    ours: Leases
+    kv: KeyValue
+
+    def holder(self, tenant: str) -> subprocess.Popen[str]:
+        """Another process that took the tenant's lease (and holds it until killed)."""
+        child = subprocess.Popen([sys.executable, "-c", HOLDER, self.url, self.prefix, tenant, str(TTL_S)],
+                                 stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                                 env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'clients' / 'python'}"})
+        assert child.stdout is not None
+        revision = child.stdout.readline().strip()
+        assert revision.isdigit(), f"the holder did not take the lease: {revision!r}"
+        return child
+
+
+@pytest.fixture
+async def bucket(tmp_path: Path) -> AsyncIterator[Bucket]:
+    server = nats_server.start(tmp_path / "nats")
+    nc = await nats.connect(server.url)
+    prefix = unique("p")
+    try:
+        js = nc.jetstream()
+        ours = await Leases.open(js, prefix, "this engram", TTL_S)
+        yield Bucket(server.url, prefix, ours, await js.key_value(streams.consolidation_buckets(prefix)[0]))
+    finally:
+        await nc.close()
+        server.stop()
+
+
+def reap(child: subprocess.Popen[str]) -> None:
+    child.wait()
+    if child.stdout is not None:
+        child.stdout.close()
+
+
+def taken_over() -> float:
+    return metrics.lease_changes_total.labels("taken_over")._value.get()
+
+
+async def test_a_killed_holder_s_lease_is_taken_at_once_and_a_live_one_s_never(bucket: Bucket) -> None:
+    """While another process holds a tenant's lease, this one cannot take it; once that process is killed (and
+    reaped), it takes it at once, not a TTL later, and says so in the lease metric."""
+    tenant = unique("t")
+    child = bucket.holder(tenant)
+    try:
+        assert await bucket.ours.acquire(tenant) is None
+        assert await bucket.ours.acquire(tenant) is None  # asked again: still theirs
+    finally:
+        child.send_signal(signal.SIGKILL)
+        reap(child)
+    before = taken_over()
+    revision = await bucket.ours.acquire(tenant)
+    assert revision is not None
+    value = json.loads((await bucket.kv.get(tenant)).value or b"")
+    assert value["holder"] == "this engram" and value["process"]["pid"] == os.getpid()
+    assert taken_over() == before + 1
+    assert await bucket.ours.acquire(tenant) is None  # now ours: held, not taken from ourselves
+
+
+async def test_a_holder_killed_and_not_yet_reaped_is_gone(bucket: Bucket) -> None:
+    """A holder killed but not reaped by its parent (a zombie: its id still answers) is gone too."""
+    tenant = unique("t")
+    child = bucket.holder(tenant)
+    child.send_signal(signal.SIGKILL)
+    try:
+        for _ in range(100):
+            if Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the killed holder never became a zombie")
+        assert await bucket.ours.acquire(tenant) is not None
+    finally:
+        reap(child)
+
+
+async def test_a_holder_this_process_cannot_see_is_waited_out(bucket: Bucket) -> None:
+    """A lease naming no process (an engram from before), a process of another boot or PID namespace (another
+    host or container) whose id no process here has, or a process named in another form, is waited out; one naming
+    a live process's id with another start (the id reused since) is gone."""
+    me = Process.this()
+    assert me is not None
+    dead = me.model_copy(update={"pid": 4_000_000})  # above any pid_max: no process has it
+    waited = [None, dead.model_copy(update={"boot": "another-boot"}).model_dump(),
+              dead.model_copy(update={"namespace": "pid:[1]"}).model_dump(), {"pid": "x"}, "pid 4000000"]
+    for process in waited:
+        tenant = unique("t")
+        await bucket.kv.create(tenant, json.dumps({"holder": "elsewhere", "process": process}).encode())
+        assert await bucket.ours.acquire(tenant) is None, process
+    for process in (dead.model_dump(), me.model_copy(update={"started": me.started - 1}).model_dump()):
+        tenant = unique("t")
+        await bucket.kv.create(tenant, json.dumps({"holder": "gone", "process": process}).encode())
+        assert await bucket.ours.acquire(tenant) is not None, process
+
+
+async def test_a_lease_renewed_after_it_was_read_is_not_deleted(bucket: Bucket) -> None:
+    """The takeover deletes the lease only at the revision it read: a holder that renewed in between keeps it."""
+    tenant = unique("t")
+    me = Process.this()
+    assert me is not None
+    gone = json.dumps({"holder": "gone", "process": me.model_copy(update={"pid": 4_000_000}).model_dump()}).encode()
+    await bucket.kv.create(tenant, gone)
+    real_get = bucket.ours._leases.get
+
+    async def renewed_meanwhile(key: str) -> object:
+        entry = await real_get(key)
+        await bucket.kv.update(key, json.dumps({"holder": "alive", "process": None}).encode(), last=entry.revision)
+        return entry
+
+    bucket.ours._leases.get = renewed_meanwhile  # type: ignore[method-assign]
+    assert await bucket.ours.acquire(tenant) is None
+    assert json.loads((await bucket.kv.get(tenant)).value or b"")["holder"] == "alive"
