@@ -9,7 +9,6 @@ holder at this run's revision or a later one of its own. A failed check raises L
 next one redoes its work). The fence travels with the run's task (a context variable), so the jobs need not pass it
 along; writes made outside a leased run are not fenced.
 """
-import json
 import time
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -18,8 +17,11 @@ from typing import Any, Literal
 
 from nats.js.errors import KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
+from pydantic import BaseModel, ConfigDict
 
 from engram_client.errors import Unavailable
+from shared.consolidation.process import Process
+from shared.messaging import untrusted
 from shared.messaging.connection import transient
 from shared.store import (
     Boost,
@@ -73,18 +75,24 @@ class Fence:
                 entry = await self.leases.get(self.tenant)
             except (KeyNotFoundError, KeyDeletedError):
                 entry = None
-        holder = _holder(entry.value if entry is not None else None)
+        holder = _holder(entry.value if entry is not None else None, self.tenant)
         if entry is None or holder != self.holder or (entry.revision or 0) < self.revision:
             raise LeaseLost(f"the consolidation lease of tenant {self.tenant!r} is no longer this replica's")
         self.checked_at = now
 
 
-def _holder(value: bytes | None) -> str | None:
-    try:
-        data = json.loads(value or b"")
-    except ValueError:
-        return None
-    return data.get("holder") if isinstance(data, dict) else None
+class Held(BaseModel):
+    """A lease's value as it is read: who holds it and, when engram named it, its process (process.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    holder: str | None = None
+    process: Process | None = None
+
+
+def _holder(value: bytes | None, tenant: str) -> str | None:
+    held = untrusted.model(Held, value, "leases", tenant)
+    return held.holder if held is not None else None
 
 
 FENCE: ContextVar[Fence | None] = ContextVar("engram_consolidation_fence", default=None)

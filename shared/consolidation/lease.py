@@ -22,7 +22,7 @@ from nats.js.api import KeyValueConfig
 from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from shared.consolidation.fence import FENCE, Fence, LeaseLost
+from shared.consolidation.fence import FENCE, Fence, Held, LeaseLost
 from shared.consolidation.process import Process
 from shared.messaging import streams, untrusted
 from shared.runtime import metrics
@@ -120,11 +120,8 @@ class Leases:
             entry = await self._leases.get(tenant)
         except KeyNotFoundError:
             return True  # expired or given back since
-        try:
-            named = json.loads(entry.value or b"")
-        except ValueError:
-            return False
-        theirs = Process.parse(named.get("process") if isinstance(named, dict) else None)
+        named = untrusted.model(Held, entry.value, "leases", tenant)
+        theirs = named.process if named is not None else None
         if self.process is None or theirs is None or not self.process.sees_gone(theirs):
             return False
         try:
@@ -136,7 +133,7 @@ class Leases:
                 return True  # renewed, taken or given back since: the create that follows tells
             raise
         log.warning("took over the consolidation lease of tenant %r from %s, whose process (%d) is gone",
-                    tenant, named.get("holder"), theirs.pid)
+                    tenant, named.holder if named is not None else None, theirs.pid)
         metrics.lease_changes_total.labels("taken_over").inc()
         return True
 

@@ -15,7 +15,7 @@ read (not Linux), no process is named and every lease is waited out.
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 PROC = Path("/proc")
 _GONE_STATES = {"Z", "X"}  # a zombie (dead, not yet reaped) or dead
@@ -46,14 +46,6 @@ class Process(BaseModel):
         except OSError:
             return None
         return cls(boot=boot, namespace=namespace, pid=pid, started=stat[1]) if stat else None
-
-    @classmethod
-    def parse(cls, value: object) -> "Process | None":
-        """A process as a lease names it, or None when it names none (or not in this form)."""
-        try:
-            return cls.model_validate(value) if isinstance(value, dict) else None
-        except ValidationError:
-            return None
 
     def sees_gone(self, other: "Process") -> bool:
         """Whether `other`, as this process sees it, is surely gone: on this boot and in this PID namespace, and no live

@@ -84,3 +84,17 @@ async def test_writes_outside_a_leased_run_are_not_fenced(held: Held) -> None:
     """The fence travels with a leased run's task only: a fenced store used elsewhere (a test, a tool) writes."""
     tenant = unique("t")
     assert await FencedStore(held.store).delete(Scope(tenant_id=tenant), ["00000000-0000-0000-0000-000000000001"]) == 0
+
+
+async def test_a_lease_overwritten_with_what_is_no_lease_fences_the_run_off(held: Held) -> None:
+    """A lease key overwritten with a value that is no lease (nested past any parser's depth) is reported as
+    unreadable and read as nobody's: the run's fence refuses its writes (LeaseLost), it does not crash on it."""
+    tenant = unique("t")
+    revision = await held.ours.acquire(tenant)
+    assert revision is not None
+    fence = Fence(held.ours._leases, tenant, held.ours.holder, TTL_S, revision)
+    await fence.check()
+    await held.ours._leases.put(tenant, b"[" * 100_000)
+    fence.checked_at = 0.0  # ask the server now
+    with pytest.raises(LeaseLost, match="no longer this replica's"):
+        await fence.check()

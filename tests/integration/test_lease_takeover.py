@@ -121,17 +121,22 @@ async def test_a_holder_killed_and_not_yet_reaped_is_gone(bucket: Bucket) -> Non
 
 async def test_a_holder_this_process_cannot_see_is_waited_out(bucket: Bucket) -> None:
     """A lease naming no process (an engram from before), a process of another boot or PID namespace (another
-    host or container) whose id no process here has, or a process named in another form, is waited out; one naming
-    a live process's id with another start (the id reused since) is gone."""
+    host or container) whose id no process here has, a process named in another form, or a value that is no lease
+    (deeply nested, not JSON) is waited out; one naming a live process's id with another start (the id reused since)
+    is gone."""
     me = Process.this()
     assert me is not None
     dead = me.model_copy(update={"pid": 4_000_000})  # above any pid_max: no process has it
     waited = [None, dead.model_copy(update={"boot": "another-boot"}).model_dump(),
               dead.model_copy(update={"namespace": "pid:[1]"}).model_dump(), {"pid": "x"}, "pid 4000000"]
-    for process in waited:
+    values = [json.dumps({"holder": "elsewhere", "process": process}).encode() for process in waited]
+    unreadable = metrics.state_unreadable_total.labels("leases")._value.get()
+    for value in [*values, b"[" * 100_000, b"not json"]:
         tenant = unique("t")
-        await bucket.kv.create(tenant, json.dumps({"holder": "elsewhere", "process": process}).encode())
-        assert await bucket.ours.acquire(tenant) is None, process
+        await bucket.kv.create(tenant, value)
+        assert await bucket.ours.acquire(tenant) is None, value[:100]
+    # The process named in another form, and the values that are no lease at all, were reported as unreadable.
+    assert metrics.state_unreadable_total.labels("leases")._value.get() == unreadable + 4
     for process in (dead.model_dump(), me.model_copy(update={"started": me.started - 1}).model_dump()):
         tenant = unique("t")
         await bucket.kv.create(tenant, json.dumps({"holder": "gone", "process": process}).encode())
