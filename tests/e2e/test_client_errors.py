@@ -15,6 +15,7 @@ from typing import Any
 
 import nats
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import REGISTRY
 
 from engram_client import MemoryClient, subjects, wait_until_stored
@@ -187,10 +188,11 @@ async def test_a_first_turn_that_outlasts_its_timeout_is_sent_again_and_stored_o
 
 
 async def test_a_turn_is_sent_again_only_while_the_stream_would_know_its_id(
-        stack: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+        stack: Running, monkeypatch: pytest.MonkeyPatch, spans: InMemorySpanExporter) -> None:
     """Nobody acknowledges (a prefix engram does not serve, listened to by the test): a turn is sent again with the
     same de-duplication id, but never once the stream would have forgotten that id (a third try there could store
-    it twice), and a flush, which has no id, is sent once; each raises Timeout saying how often it was tried."""
+    it twice), and a flush, which has no id, is sent once; each raises Timeout saying how often it was tried, and
+    each publish's span notes the tries sent again."""
     tenant, prefix = unique("lost"), unique("lost")
     seen: list[tuple[str, str | None]] = []
     nc = await nats.connect(stack.nats_url)
@@ -214,3 +216,7 @@ async def test_a_turn_is_sent_again_only_while_the_stream_would_know_its_id(
         await nc.close()
     turns = (f"{prefix}.{tenant}.turns", f"{tenant}:c1:t1")
     assert seen == [turns] * 3 + [turns] * 2 + [(f"{prefix}.{tenant}.flush", None)]
+    published = [s for s in spans.get_finished_spans() if s.name.endswith(" publish")]
+    assert [[dict(e.attributes or {}) for e in s.events if e.name == "engram.retry"] for s in published] == [
+        [{"engram.attempt": 1, "engram.reason": "timeout"}, {"engram.attempt": 2, "engram.reason": "timeout"}],
+        [{"engram.attempt": 1, "engram.reason": "timeout"}], []]

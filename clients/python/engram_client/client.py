@@ -156,8 +156,8 @@ class MemoryClient:
         """Publish and return the stream's sequence. A message with a de-duplication id whose acknowledgement times
         out while NATS is connected is sent again, up to PUBLISH_TRIES in all and only while the stream still knows
         the id (TURNS_DUPLICATE_WINDOW_S from the first send), so it is stored once whichever try arrives (a
-        tenant's first turn waits while engram makes its stream, which can outlast a timeout on a loaded cluster).
-        A flush has no such id and is sent once."""
+        tenant's first turn waits while engram makes its stream, which can outlast a timeout on a loaded cluster);
+        the publish's span notes each try sent again. A flush has no such id and is sent once."""
         headers = dict(headers or {})
         tries = PUBLISH_TRIES if "Nats-Msg-Id" in headers else 1
         first = time.monotonic()
@@ -174,6 +174,7 @@ class MemoryClient:
                         raise Timeout(f"publishing to {subject} timed out ({attempt} tries of {self._timeout_s:g} s)") \
                             from exc
                     log.info("publishing to %s timed out (try %d of %d); sending it again", subject, attempt, tries)
+                    tracing.retried(attempt, "timeout")
         raise AssertionError("unreachable")
 
     async def _publish_once(self, subject: str, payload: bytes, headers: dict[str, str] | None) -> int:

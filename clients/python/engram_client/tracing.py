@@ -52,3 +52,12 @@ def outgoing(operation: Literal["publish", "request"], subject: str, headers: di
             "messaging.destination.name": subject}):
         propagate.inject(headers)
         yield
+
+
+def retried(attempt: int, reason: str) -> None:
+    """Note on the current span (a publish's) that its message is sent again: the try that failed and why."""
+    if not active():
+        return
+    otel = _otel()
+    assert otel is not None
+    otel[0].get_current_span().add_event("engram.retry", {"engram.attempt": attempt, "engram.reason": reason})
