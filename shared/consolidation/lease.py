@@ -84,6 +84,7 @@ class Leases:
         self._js, self._leases, self._runs, self._runs_bucket = js, leases, runs, runs_bucket
         self.holder, self.ttl_s = holder, ttl_s
         self.process = process if process is not None else Process.this()  # named in its leases (process.py)
+        self._unreadable: dict[str, int] = {}  # tenant -> the revision of its lease that did not parse
 
     @classmethod
     async def open(cls, js: JetStreamContext, prefix: str, holder: str, ttl_s: float, replicas: int = 1) -> "Leases":
@@ -116,13 +117,20 @@ class Leases:
     async def _take_over(self, tenant: str) -> bool:
         """Delete the tenant's lease when its holder's process is gone (process.py), against the revision read, so
         that a lease renewed or taken meanwhile stays; whether the lease may be free now."""
+        if self.process is None:
+            return False
         try:
             entry = await self._leases.get(tenant)
         except KeyNotFoundError:
             return True  # expired or given back since
+        if self._unreadable.get(tenant) == entry.revision:
+            return False  # reported once: a waiting request asks every 0.2 s
         named = untrusted.model(Held, entry.value, "leases", tenant)
-        theirs = named.process if named is not None else None
-        if self.process is None or theirs is None or not self.process.sees_gone(theirs):
+        if named is None:
+            self._unreadable[tenant] = entry.revision or 0
+            return False
+        self._unreadable.pop(tenant, None)
+        if named.process is None or not self.process.sees_gone(named.process):
             return False
         try:
             await self._leases.delete(tenant, last=entry.revision)
@@ -132,8 +140,8 @@ class Leases:
             if exc.err_code in (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT):
                 return True  # renewed, taken or given back since: the create that follows tells
             raise
-        log.warning("took over the consolidation lease of tenant %r from %s, whose process (%d) is gone",
-                    tenant, named.holder if named is not None else None, theirs.pid)
+        log.warning("took over the consolidation lease of tenant %r from %r, whose process (%d) is gone",
+                    tenant, named.holder, named.process.pid)
         metrics.lease_changes_total.labels("taken_over").inc()
         return True
 

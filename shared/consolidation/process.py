@@ -2,70 +2,86 @@
 
 A holder that crashes stops renewing, and its lease expires after the TTL (lease.py): meanwhile every forget and
 consolidation of its tenants waits, up to the TTL, and a forget asked for then is refused `unavailable`. A process on
-the same host, though, can see at once that the holder is gone. A lease names its holder's process by the kernel's
-boot id, its PID namespace, its process id and the time it started. The holder is gone when the process is on this
-boot and in this PID namespace, and no process has its id, or the one that has it started at another time (the id was
-reused), or it is dead and not yet reaped (a zombie). A supervisor restarting a crashed engram on the same host is the
-usual case: the new process takes the lease over at once.
+the same host, though, can see at once that the holder is gone. A lease names its holder's process by its host's
+name and the kernel's boot id, its PID namespace (and time namespace), its user, its process id and the time it started.
+The holder is gone when it was of this host, boot, namespaces and user, and no process has its id, or the one that
+has it started at another time (the id was reused), or it is dead and not yet reaped (a zombie). A supervisor that
+restarts a crashed engram as a process of the same host and namespace (systemd, supervisord, a shell, `make run`)
+is the case this serves: the new process takes the lease over at once. A container started again gets a new PID
+namespace, so there the lease is waited out, as before.
 
-A holder on another host, in another PID namespace (another container) or that names no process (a lease written
-by an engram from before this) is waited out, as before. Nothing is read but this host's /proc; where it cannot be
-read (not Linux), no process is named and every lease is waited out.
+So is a holder of another host, namespace or user, one that names no process (a lease written by an engram from
+before this), and any holder /proc does not answer for plainly (denied, unreadable): a live holder is never taken
+for a gone one on a guess. Nothing is read but this host's /proc; where it does not describe this process (not
+Linux, or a /proc of another PID namespace), no process is named and every lease is waited out.
 """
 import os
+import socket
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 PROC = Path("/proc")
-_GONE_STATES = {"Z", "X"}  # a zombie (dead, not yet reaped) or dead
+_GONE_STATES = {b"Z", b"X"}  # a zombie (dead, not yet reaped) or dead
 
 
 class Process(BaseModel):
-    """A process: the kernel's boot id, its PID namespace, its id and when it started (clock ticks after boot)."""
+    """A process: its host's name and boot id, its PID (and time) namespace, its user, its id and when it started
+    (clock ticks after boot)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
+    host: str
     boot: str
     namespace: str
+    uid: int
     pid: int
     started: int
 
     @classmethod
     def this(cls) -> "Process | None":
-        """This process, or None where /proc does not say."""
-        return cls.of(os.getpid())
-
-    @classmethod
-    def of(cls, pid: int) -> "Process | None":
-        """The process with this id in this PID namespace, or None where /proc does not say (or it has none)."""
-        stat = _stat(pid)
+        """This process, or None where /proc does not say (not Linux, or a /proc of another PID namespace)."""
+        pid = os.getpid()
         try:
+            if os.readlink(PROC / "self") != str(pid):
+                return None
             boot = (PROC / "sys/kernel/random/boot_id").read_text().strip()
-            namespace = os.readlink(PROC / "self/ns/pid")
-        except OSError:
+            spaces = [os.readlink(PROC / "self/ns/pid")]
+            if (PROC / "self/ns/time").exists():  # a start time reads differently across time namespaces
+                spaces.append(os.readlink(PROC / "self/ns/time"))
+            stat = _stat(pid)
+        except (OSError, ValueError):
             return None
-        return cls(boot=boot, namespace=namespace, pid=pid, started=stat[1]) if stat else None
+        if stat is None:
+            return None
+        return cls(host=socket.gethostname(), boot=boot, namespace=" ".join(spaces), uid=os.getuid(), pid=pid,
+                   started=stat[1])
 
     def sees_gone(self, other: "Process") -> bool:
-        """Whether `other`, as this process sees it, is surely gone: on this boot and in this PID namespace, and no live
-        process has its id and start (this one has its own)."""
-        if (other.boot, other.namespace) != (self.boot, self.namespace):
+        """Whether `other`, as this process sees it, is surely gone: of this host, boot, namespaces and user (a
+        /proc mounted with hidepid never hides a user's own processes), and no live process has its id and start
+        (this one has its own). Whatever /proc does not answer plainly (denied, busy, unreadable) is not gone."""
+        if (other.host, other.boot, other.namespace, other.uid) != (self.host, self.boot, self.namespace, self.uid):
             return False
-        stat = _stat(other.pid)
+        try:
+            stat = _stat(other.pid)
+        except (OSError, ValueError):
+            return False
         return stat is None or stat[0] in _GONE_STATES or stat[1] != other.started
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """The state and start time of the process with this id, or None when there is none (or /proc does not say)."""
+def _stat(pid: int) -> tuple[bytes, int] | None:
+    """The state and start time of the process with this id, or None when there is none; raises OSError or
+    ValueError when /proc does not say."""
+    if pid <= 0:
+        raise ValueError(f"no process has id {pid}")
     try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
+        text = (PROC / str(pid) / "stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
         return None
-    # "pid (comm) state ppid ...": the name may hold spaces and brackets; the fields after its last bracket are
-    # the state (field 3) on to the start time (field 22).
-    fields = text[text.rfind(")") + 2:].split()
-    try:
-        return fields[0], int(fields[19])
-    except (IndexError, ValueError):
-        return None
+    # "pid (comm) state ppid ...": the name may hold spaces, brackets and any bytes; the fields after its last
+    # bracket are the state (field 3) on to the start time (field 22).
+    fields = text[text.rfind(b")") + 2:].split()
+    if len(fields) < 20:
+        raise ValueError(f"/proc/{pid}/stat has {len(fields)} fields after the name")
+    return fields[0], int(fields[19])

@@ -109,6 +109,7 @@ def fuse(first: list[ScoredEntry], second: list[ScoredEntry], found: Links, weig
 
 QUESTION_MARKS = "?？؟"
 READ = 5  # entries read after each asking hit: its next window, with others that begin at the same instant
+ALLOWED_READ = 4 * READ  # the same under the request's filters, which may order those of one instant otherwise
 
 
 def asks(entry: MemoryEntry) -> bool:
@@ -141,7 +142,7 @@ def asking(hits: list[ScoredEntry], seeds: int) -> list[ScoredEntry]:
 
 
 def _within(entry_filter: EntryFilter, since: datetime, until: datetime) -> EntryFilter:
-    """The request's filter, for the episodes of [since, until] only."""
+    """The request's filter, for its episodes of [since, until] only."""
     return entry_filter.model_copy(update={
         "kinds": ["episodic"], "since": max(since, entry_filter.since) if entry_filter.since else since,
         "until": min(until, entry_filter.until) if entry_filter.until else until})
@@ -151,7 +152,10 @@ def answer_reads(scope: Scope, entry_filter: EntryFilter, asked: list[ScoredEntr
     """Two reads for each asking hit (`asking`), in its conversation within the request's scope: the episodes that
     begin at most NEIGHBOUR after its last turn, whatever the request's filters (the next window is among the first
     of them), and the same episodes under the request's filters (the next window may come only when it is among
-    them). A next window that shares its first instant with more than READ others may be missed, never replaced."""
+    them); none when the request's filter keeps episodes out. A next window that begins at the same instant as more
+    than ALLOWED_READ other episodes may be missed, never replaced."""
+    if entry_filter.kinds and "episodic" not in entry_filter.kinds:
+        return []
     out = []
     for hit in asked:
         seed = hit.entry
@@ -159,14 +163,17 @@ def answer_reads(scope: Scope, entry_filter: EntryFilter, asked: list[ScoredEntr
         conversation = Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=seed.conversation_id)
         out += [TimeRead(scope=conversation, limit=READ,
                          entry_filter=EntryFilter(kinds=["episodic"], since=last, until=last + NEIGHBOUR)),
-                TimeRead(scope=conversation, limit=READ, entry_filter=_within(entry_filter, last, last + NEIGHBOUR))]
+                TimeRead(scope=conversation, limit=ALLOWED_READ,
+                         entry_filter=_within(entry_filter, last, last + NEIGHBOUR))]
     return out
 
 
 def answers(asked: list[ScoredEntry], read: list[list[ScoredEntry]]) -> list[tuple[ScoredEntry, MemoryEntry]]:
     """The windows that answer the questions the asking hits end on, each with its asking hit, from the reads
-    `answer_reads` made for them (in its order): the next episode of the asking one's conversation, when the
-    request's scope and filters allow it (when they do not, nothing comes in its place)."""
+    `answer_reads` made for them (in its order; none read, none found): the next episode of the asking one's
+    conversation, when the request's scope and filters allow it (when they do not, nothing comes in its place)."""
+    if not read:
+        return []
     found = []
     for i, hit in enumerate(asked):
         answer = next_window(hit.entry, [h.entry for h in read[2 * i]])

@@ -241,14 +241,15 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
         widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
         reads.append(VectorRead(scope=scope, vectors=Vectors(dense=dense[0], sparse=widened), using="sparse",
                                 limit=candidates, entry_filter=entry_filter))
-    reads += hops.answer_reads(scope, entry_filter, asked)
+    following = hops.answer_reads(scope, entry_filter, asked)
+    reads += following
     second: list[ScoredEntry] | None = None
     answered: list[tuple[ScoredEntry, MemoryEntry]] = []
     if reads:
         with spans.span("engram.recall second hop", attributes={"engram.reads": len(reads)}):
             read = await retrieval.store.reads(reads)
         second = read[0] if isinstance(reads[0], VectorRead) else None
-        answered = hops.answers(asked, read[len(read) - 2 * len(asked):])
+        answered = hops.answers(asked, read[len(read) - len(following):])
     hopped: dict[str, list[str]] = {}
     if second is not None and found is not None:
         hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight, settings.second_hop_boost,

@@ -211,3 +211,5 @@ async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(t
     assert memory_without_ids(crashed_views) == memory_without_ids(clean_views)
     assert (again.superseded, again.merged, again.forgotten) == (0, 0, 0), again
     assert receipt.verified, receipt
+    # Taken over from the killed process (whose run held the lease), which its log says, not waited out.
+    assert f"took over the consolidation lease of tenant {crashed!r}" in process.log.read_text()

@@ -15,6 +15,7 @@ import nats
 import pytest
 from nats.js.kv import KeyValue
 
+from shared.consolidation import process as processes
 from shared.consolidation.lease import Leases
 from shared.consolidation.process import Process
 from shared.messaging import nats_server, streams
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import asyncio, sys
 import nats
+from shared.consolidation import process as processes
 from shared.consolidation.lease import Leases
 
 async def main(url: str, prefix: str, tenant: str) -> None:
@@ -79,7 +81,7 @@ def reap(child: subprocess.Popen[str]) -> None:
 
 
 def taken_over() -> float:
-    return metrics.lease_changes_total.labels("taken_over")._value.get()
+    return float(metrics.lease_changes_total.labels("taken_over")._value.get())
 
 
 async def test_a_killed_holder_s_lease_is_taken_at_once_and_a_live_one_s_never(bucket: Bucket) -> None:
@@ -120,22 +122,25 @@ async def test_a_holder_killed_and_not_yet_reaped_is_gone(bucket: Bucket) -> Non
 
 
 async def test_a_holder_this_process_cannot_see_is_waited_out(bucket: Bucket) -> None:
-    """A lease naming no process (an engram from before), a process of another boot or PID namespace (another
-    host or container) whose id no process here has, a process named in another form, or a value that is no lease
+    """A lease naming no process (an engram from before), a process of another host, boot, PID namespace (another
+    container) or user whose id no process here has, a process named in another form, or a value that is no lease
     (deeply nested, not JSON) is waited out; one naming a live process's id with another start (the id reused since)
     is gone."""
     me = Process.this()
     assert me is not None
-    dead = me.model_copy(update={"pid": 4_000_000})  # above any pid_max: no process has it
-    waited = [None, dead.model_copy(update={"boot": "another-boot"}).model_dump(),
-              dead.model_copy(update={"namespace": "pid:[1]"}).model_dump(), {"pid": "x"}, "pid 4000000"]
+    dead = me.model_copy(update={"pid": 2**22 + 7})  # above pid_max's ceiling (2^22): no process has it
+    waited = [None, *(dead.model_copy(update=other).model_dump() for other in (
+        {"boot": "another-boot"}, {"namespace": "pid:[1]"}, {"host": "another-host"}, {"uid": me.uid + 1})),
+        {"pid": "x"}, "pid 4000000"]
     values = [json.dumps({"holder": "elsewhere", "process": process}).encode() for process in waited]
     unreadable = metrics.state_unreadable_total.labels("leases")._value.get()
     for value in [*values, b"[" * 100_000, b"not json"]:
         tenant = unique("t")
         await bucket.kv.create(tenant, value)
         assert await bucket.ours.acquire(tenant) is None, value[:100]
-    # The process named in another form, and the values that are no lease at all, were reported as unreadable.
+        assert await bucket.ours.acquire(tenant) is None  # asked again, as a waiting request does
+    # The process named in another form, and the values that are no lease at all, were reported as unreadable, once
+    # each however often a waiting request asks.
     assert metrics.state_unreadable_total.labels("leases")._value.get() == unreadable + 4
     for process in (dead.model_dump(), me.model_copy(update={"started": me.started - 1}).model_dump()):
         tenant = unique("t")
@@ -148,7 +153,7 @@ async def test_a_lease_renewed_after_it_was_read_is_not_deleted(bucket: Bucket) 
     tenant = unique("t")
     me = Process.this()
     assert me is not None
-    gone = json.dumps({"holder": "gone", "process": me.model_copy(update={"pid": 4_000_000}).model_dump()}).encode()
+    gone = json.dumps({"holder": "gone", "process": me.model_copy(update={"pid": 2**22 + 7}).model_dump()}).encode()
     await bucket.kv.create(tenant, gone)
     real_get = bucket.ours._leases.get
 
@@ -157,6 +162,32 @@ async def test_a_lease_renewed_after_it_was_read_is_not_deleted(bucket: Bucket) 
         await bucket.kv.update(key, json.dumps({"holder": "alive", "process": None}).encode(), last=entry.revision)
         return entry
 
-    bucket.ours._leases.get = renewed_meanwhile  # type: ignore[method-assign]
+    bucket.ours._leases.get = renewed_meanwhile  # type: ignore[method-assign, assignment]
     assert await bucket.ours.acquire(tenant) is None
     assert json.loads((await bucket.kv.get(tenant)).value or b"")["holder"] == "alive"
+
+
+def test_a_holder_proc_does_not_answer_for_plainly_is_not_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a process /proc plainly does not have, or has as a zombie or with another start, is gone: one whose
+    entry cannot be read (here a folder where its stat should be, as a denied or unreadable entry would be) or does
+    not parse is not; a name of any bytes (not UTF-8, with spaces and brackets) is read past."""
+    me = Process.this()
+    assert me is not None
+    monkeypatch.setattr(processes, "PROC", tmp_path)
+    fields = " ".join(["S", *["0"] * 18, str(me.started), "0"])
+    (tmp_path / "101").mkdir()
+    (tmp_path / "101" / "stat").write_bytes(b"101 (bad\xff\xfe) name)) " + fields.encode())
+    (tmp_path / "102" / "stat").mkdir(parents=True)  # unreadable as a file
+    (tmp_path / "103").mkdir()
+    (tmp_path / "103" / "stat").write_bytes(b"103 (short) S 1 2")
+    (tmp_path / "104").mkdir()
+    (tmp_path / "104" / "stat").write_bytes(b"104 (zombie) Z " + " ".join(["0"] * 18 + [str(me.started), "0"]).encode())
+
+    def holder(pid: int) -> Process:
+        return me.model_copy(update={"pid": pid})
+
+    assert not me.sees_gone(holder(101))  # alive, with the start it named
+    assert me.sees_gone(holder(101).model_copy(update={"started": me.started + 1}))  # its id reused since
+    assert not me.sees_gone(holder(102)) and not me.sees_gone(holder(103))
+    assert me.sees_gone(holder(104)) and me.sees_gone(holder(105))  # a zombie; no such process
+    assert not me.sees_gone(holder(0)) and not me.sees_gone(holder(-1))
