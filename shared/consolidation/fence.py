@@ -20,7 +20,6 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict
 
 from engram_client.errors import Unavailable
-from shared.consolidation.process import Process
 from shared.messaging import untrusted
 from shared.messaging.connection import transient
 from shared.store import (
@@ -82,12 +81,13 @@ class Fence:
 
 
 class Held(BaseModel):
-    """A lease's value as it is read: who holds it and, when engram named it, its process (process.py)."""
+    """A lease's value as it is read: who holds it and, when engram named it, its process (process.py: read apart,
+    so that a lease naming it in another form is still a lease)."""
 
     model_config = ConfigDict(extra="ignore")
 
     holder: str | None = None
-    process: Process | None = None
+    process: object = None
 
 
 def _holder(value: bytes | None, tenant: str) -> str | None:

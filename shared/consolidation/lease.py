@@ -130,7 +130,8 @@ class Leases:
             self._unreadable[tenant] = entry.revision or 0
             return False
         self._unreadable.pop(tenant, None)
-        if named.process is None or not self.process.sees_gone(named.process):
+        theirs = Process.named(named.process)
+        if theirs is None or not self.process.sees_gone(theirs):
             return False
         try:
             await self._leases.delete(tenant, last=entry.revision)
@@ -141,7 +142,7 @@ class Leases:
                 return True  # renewed, taken or given back since: the create that follows tells
             raise
         log.warning("took over the consolidation lease of tenant %r from %r, whose process (%d) is gone",
-                    tenant, named.holder, named.process.pid)
+                    tenant, named.holder, theirs.pid)
         metrics.lease_changes_total.labels("taken_over").inc()
         return True
 

@@ -11,9 +11,10 @@ is the case this serves: the new process takes the lease over at once. A contain
 namespace, so there the lease is waited out, as before.
 
 So is a holder of another host, namespace or user, one that names no process (a lease written by an engram from
-before this), and any holder /proc does not answer for plainly (denied, unreadable): a live holder is never taken
-for a gone one on a guess. Nothing is read but this host's /proc; where it does not describe this process (not
-Linux, or a /proc of another PID namespace), no process is named and every lease is waited out.
+before this), and any holder /proc does not answer for plainly (denied, unreadable): a live holder is not taken for
+a gone one on a guess. Nothing is read but this host's /proc; where it does not describe this process (not Linux, a
+/proc of another PID namespace) or may hide live processes (mounted with hidepid), no process is named and every
+lease is waited out. Two hosts of one name and one boot id (a VM cloned while running) would look alike.
 """
 import os
 import socket
@@ -43,7 +44,7 @@ class Process(BaseModel):
         """This process, or None where /proc does not say (not Linux, or a /proc of another PID namespace)."""
         pid = os.getpid()
         try:
-            if os.readlink(PROC / "self") != str(pid):
+            if os.readlink(PROC / "self") != str(pid) or _hides_processes():
                 return None
             boot = (PROC / "sys/kernel/random/boot_id").read_text().strip()
             spaces = [os.readlink(PROC / "self/ns/pid")]
@@ -57,10 +58,19 @@ class Process(BaseModel):
         return cls(host=socket.gethostname(), boot=boot, namespace=" ".join(spaces), uid=os.getuid(), pid=pid,
                    started=stat[1])
 
+    @classmethod
+    def named(cls, value: object) -> "Process | None":
+        """The process a lease names, or None when it names none in this form (an engram from before)."""
+        try:
+            return cls.model_validate(value) if isinstance(value, dict) else None
+        except ValueError:
+            return None
+
     def sees_gone(self, other: "Process") -> bool:
-        """Whether `other`, as this process sees it, is surely gone: of this host, boot, namespaces and user (a
-        /proc mounted with hidepid never hides a user's own processes), and no live process has its id and start
-        (this one has its own). Whatever /proc does not answer plainly (denied, busy, unreadable) is not gone."""
+        """Whether `other`, as this process sees it, is surely gone: of this host, boot, namespaces and user, and no
+        live process has its id and start (this one has its own). Whatever /proc does not answer plainly (denied,
+        busy, unreadable) is not gone; where /proc may hide processes (hidepid), this process names none
+        (`this`), so it never judges."""
         if (other.host, other.boot, other.namespace, other.uid) != (self.host, self.boot, self.namespace, self.uid):
             return False
         try:
@@ -68,6 +78,18 @@ class Process(BaseModel):
         except (OSError, ValueError):
             return False
         return stat is None or stat[0] in _GONE_STATES or stat[1] != other.started
+
+
+def _hides_processes() -> bool:
+    """Whether /proc is mounted with hidepid (or only its own entries, subset=pid): it may then hide a live process
+    even of this user (one that cannot be inspected), which would look gone."""
+    for line in (PROC / "self/mountinfo").read_text(errors="replace").splitlines():
+        mount, _, after = line.partition(" - ")
+        fields, options = mount.split(), after.split()
+        if len(fields) > 4 and fields[4] == "/proc" and options[:1] == ["proc"]:
+            supers = dict(o.partition("=")[::2] for o in (options[2] if len(options) > 2 else "").split(","))
+            return supers.get("hidepid", "0") not in ("0", "off") or "subset" in supers
+    return False
 
 
 def _stat(pid: int) -> tuple[bytes, int] | None:

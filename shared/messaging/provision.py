@@ -7,11 +7,12 @@ provisioner ignores it. A message of a tenant with no stream yet reached only th
 (with the tenant's quota), announces it so every replica starts consuming it, stores the message there (its
 de-duplication id kept, so a publisher's retry meanwhile is stored once) and forwards the stream's acknowledgement.
 A subscription's messages come one after another, so a turn of that tenant that arrived while its stream was being
-made waits behind the first: the stream did not see it, and the tenant is known by the time it is read. Each turn
-of a tenant made here among the messages then queued (the first CATCH_UP) is stored through the stream the same
-way (its id makes a turn the stream did see a duplicate, answered with the sequence it has), so a publisher's retry
-sent while the stream was being made is answered, not lost to a second timeout. A flush, which has no id, is not
-sent twice.
+made waits behind the first: the stream did not see it, and the tenant is known by the time it is read. So when a
+replica learns of a tenant's stream (it made it, or another replica announced it), each turn of that tenant among
+the messages then waiting in its subscriptions (the first CATCH_UP of each, read within CATCH_UP_S) is stored
+through the stream the same way: its id makes a turn the stream did see a duplicate, answered with the sequence it
+has. A publisher's retry sent while the stream was being made is answered, not lost to a second timeout. A flush,
+which has no id, is not sent twice.
 With a tenants registry, a tenant it does not list is answered with a refusal instead. While the legacy stream of
 every tenant exists (an engram from before), it captures every message and no provisioner runs.
 """
@@ -19,6 +20,7 @@ import functools
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +38,7 @@ QUEUE = "engram-provision"
 _TENANT = re.compile(TENANT_PATTERN)
 _NATS_HEADERS = ("Nats-Request-Info",)  # the server's own, added where the message crossed from another account
 CATCH_UP = 1_000  # queued messages looked at for turns that came while a stream was being made (bounds a flood)
+CATCH_UP_S = 30.0  # and for how long after (well inside the stream's de-duplication window of 120 s)
 
 Ensure = Callable[[str], Awaitable[bool]]  # make or update a tenant's stream; True if it was made
 
@@ -46,11 +49,13 @@ def refusal(code: int, description: str) -> bytes:
 
 
 @dataclass
-class Behind:
-    """The messages a subscription had queued when it made a tenant's stream, and the tenants it made meanwhile."""
+class Queue:
+    """One subscription's messages: how many it has begun to read, and for each tenant whose stream came to be while
+    messages waited there, the last of those (by that count) and when."""
 
-    queued: int = 0
-    tenants: set[str] = field(default_factory=set)
+    read: int = 0
+    until: dict[str, tuple[int, float]] = field(default_factory=dict)
+    subscription: Subscription | None = None
 
 
 class Provisioner:
@@ -63,16 +68,17 @@ class Provisioner:
         self._served = served
         self.known: set[str] = set()
         self._subscriptions: list[Subscription] = []
-        self._behind: list[Behind] = []
+        self._queues: list[Queue] = []
 
     async def start(self, known: set[str]) -> None:
         """Start watching for tenants with no stream; `known` are those that have one."""
         self.known |= known
         for pattern in streams.turns_subjects(self._prefix):
-            index = len(self._subscriptions)
-            self._behind.append(Behind())
-            self._subscriptions.append(await self._nc.subscribe(
-                pattern, queue=QUEUE, cb=functools.partial(self._on_message, index)))
+            queue = Queue()
+            queue.subscription = await self._nc.subscribe(pattern, queue=QUEUE,
+                                                          cb=functools.partial(self._on_message, queue))
+            self._queues.append(queue)
+            self._subscriptions.append(queue.subscription)
         self._subscriptions.append(await self._nc.subscribe(subjects.tenant_streams(self._prefix),
                                                             cb=self._on_announced))
 
@@ -81,33 +87,51 @@ class Provisioner:
         for subscription in self._subscriptions:
             await subscription.unsubscribe()
         self._subscriptions.clear()
+        self._queues.clear()
 
     async def _on_announced(self, msg: Msg) -> None:
         tenant = msg.data.decode(errors="replace")
-        if _TENANT.match(tenant):
-            self.known.add(tenant)
+        if _TENANT.match(tenant) and tenant not in self.known:
+            self._learned(tenant)
 
-    async def _on_message(self, index: int, msg: Msg) -> None:
+    def _learned(self, tenant: str) -> None:
+        """The tenant has a stream now: its turns waiting in the queues (the first CATCH_UP of each) may have come
+        before it, unseen by it, and are stored through it when read (`_caught_up`)."""
+        self.known.add(tenant)
+        now = time.monotonic()
+        for queue in self._queues:
+            waiting = min(queue.subscription.pending_msgs, CATCH_UP) if queue.subscription else 0
+            if waiting and tenant not in queue.until:  # never stretched by a later stream's
+                queue.until[tenant] = (queue.read + waiting, now)
+
+    @staticmethod
+    def _caught_up(queue: Queue, tenant: str, msg: Msg) -> bool:
+        """Whether this message (the queue's latest read) is a turn that waited while its tenant's stream came to be,
+        and so is stored through it: it carries its de-duplication id (a flush is not sent twice), and less than
+        CATCH_UP_S went by since (well inside the stream's de-duplication window)."""
+        if queue.until:
+            now = time.monotonic()
+            for gone in [t for t, (last, at) in queue.until.items() if last < queue.read or now - at > CATCH_UP_S]:
+                del queue.until[gone]
+        return tenant in queue.until and "Nats-Msg-Id" in (msg.headers or {})
+
+    async def _on_message(self, queue: Queue, msg: Msg) -> None:
+        queue.read += 1
         tenant, _ = subjects.parse(msg.subject)
-        behind = self._behind[index]
-        caught_up = behind.queued > 0 and tenant in behind.tenants and "Nats-Msg-Id" in (msg.headers or {})
-        if behind.queued > 0:
-            behind.queued -= 1
-            if behind.queued == 0:
-                behind.tenants.clear()
+        caught_up = self._caught_up(queue, tenant, msg)
         if tenant in self.known and not caught_up:
             return  # its stream stored the message and answered
         try:
             if caught_up:
-                await self._store(msg)  # arrived while its stream was being made: the stream may not have it
+                await self._store(msg)  # it waited while its stream came to be: the stream may not have it
             else:
-                await self._provision(tenant, msg, behind, self._subscriptions[index])
+                await self._provision(tenant, msg)
         except Exception as exc:  # never let a callback die: the publisher is told, the next message tries again
             log.exception("provisioning tenant %r failed", tenant[:64])
             await self._answer(msg, refusal(503, f"engram could not make tenant {tenant[:64]!r}'s turns stream "
                                                  f"({type(exc).__name__}); publish again"))
 
-    async def _provision(self, tenant: str, msg: Msg, behind: Behind, subscription: Subscription) -> None:
+    async def _provision(self, tenant: str, msg: Msg) -> None:
         if not _TENANT.match(tenant) or tenant == RESERVED_TENANT:
             await self._answer(msg, refusal(400, f"{tenant[:64]!r} is not a tenant id ({TENANT_PATTERN})"))
             return
@@ -118,11 +142,7 @@ class Provisioner:
         if await self._ensure(tenant):
             log.info("made the turns stream of tenant %s", tenant)
             metrics.tenant_streams_made_total.inc()
-        self.known.add(tenant)
-        # What waits behind this message came while the stream was being made (or just after): its turns of this
-        # tenant are stored through the stream too (_on_message).
-        behind.queued = min(subscription.pending_msgs, CATCH_UP)
-        behind.tenants.add(tenant)
+        self._learned(tenant)  # what waits behind this message came while the stream was being made (or just after)
         await self._nc.publish(subjects.tenant_streams(self._prefix), tenant.encode())
         await self._store(msg)
 

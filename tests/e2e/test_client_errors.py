@@ -165,7 +165,7 @@ async def test_a_first_turn_that_outlasts_its_timeout_is_sent_again_and_stored_o
     tenant = unique("first")
     # The stream is made after the first try gave up and the second was sent: the second waits behind the first in
     # the provisioner, which then stores it through the stream it made (a duplicate there) and answers it.
-    timeout_s, making_s = 2.0, 2.3
+    timeout_s, making_s = 2.0, 3.0  # the second try is sent at 2 s and times out at 4 s: a second of room each way
     provision = Provisioner._provision
 
     async def slow(self: Provisioner, of: str, *rest: Any) -> None:
@@ -206,11 +206,13 @@ async def test_a_turn_is_sent_again_only_while_the_stream_would_know_its_id(
     await nc.flush()
     turn = make_turn("hello", conversation_id="c1", turn_id="t1")
     try:
-        async with await MemoryClient.connect(stack.nats_url, tenant, prefix=prefix, timeout_s=0.5) as client:
-            with pytest.raises(Timeout, match=r"\(3 tries of 0\.5 s\)"):  # PUBLISH_TRIES, well within the window
+        async with await MemoryClient.connect(stack.nats_url, tenant, prefix=prefix, timeout_s=1.0) as client:
+            with pytest.raises(Timeout, match=r"\(3 tries of 1 s\)"):  # PUBLISH_TRIES, well within the window
                 await client.publish_turn(turn)
-            monkeypatch.setattr(subjects, "TURNS_DUPLICATE_WINDOW_S", 1.5)  # two tries of 0.5 s fit, a third not
-            with pytest.raises(Timeout, match=r"\(2 tries of 0\.5 s\)"):
+            # Two tries of 1 s fit in 3 s, a third never can (the second ends at 2 s at the earliest): a second of
+            # room for a slow first try.
+            monkeypatch.setattr(subjects, "TURNS_DUPLICATE_WINDOW_S", 3.0)
+            with pytest.raises(Timeout, match=r"\(2 tries of 1 s\)"):
                 await client.publish_turn(turn)
             with pytest.raises(Timeout, match=r"timed out$"):
                 await client.flush("c1")

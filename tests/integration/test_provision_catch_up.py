@@ -1,6 +1,6 @@
-"""Turns that reach the provisioner while it makes their tenant's stream (real nats-server, JetStream): the stream
-did not see them, so they are stored through it once it is made and their publishers are answered; a turn the
-stream did see is not stored twice, a flush is not sent twice, and a flood waits only CATCH_UP messages long."""
+"""Turns that wait in the provisioner while their tenant's stream is made (real nats-server, JetStream): the stream
+did not see them, so they are stored through it once it is made, whoever made it, and their publishers are answered;
+a turn whose id the stream holds is not stored twice, and a flood waits only CATCH_UP messages long."""
 import asyncio
 import json
 from collections.abc import AsyncIterator
@@ -30,11 +30,12 @@ async def nc(tmp_path: Path) -> AsyncIterator[Client]:
         server.stop()
 
 
-async def started(nc: Client, prefix: str) -> Provisioner:
+async def started(nc: Client, prefix: str, making_s: dict[str, float] | None = None) -> Provisioner:
+    """A provisioner whose streams take MAKING_S to make (or as `making_s` says for a tenant)."""
     js = nc.jetstream()
 
     async def ensure(tenant: str) -> bool:
-        await asyncio.sleep(MAKING_S)
+        await asyncio.sleep((making_s or {}).get(tenant, MAKING_S))
         return await streams.ensure_tenant(js, prefix, tenant, streams.TurnsLimits())
 
     provisioner = Provisioner(nc, prefix, ensure, lambda tenant: True)
@@ -68,9 +69,9 @@ async def stored(nc: Client, prefix: str, tenant: str) -> list[str]:
 
 async def test_turns_sent_while_the_stream_is_made_are_stored_once_and_answered(nc: Client) -> None:
     """A first turn starts the stream; its retry (same id), a second turn and a flush arrive while it is made. The
-    first turn and the second are stored once each and every turn is answered with its sequence (the retry with the
-    first's); the flush, on a subscription of its own, makes (finds) the stream itself and is stored once. A turn
-    published once the stream exists, which the stream stored and answered, is not stored twice."""
+    first turn and the second are stored once each and every turn is answered with its sequence (the retry, whose id
+    the stream holds, with the first's); the flush, on a subscription of its own, makes (finds) the stream itself and
+    is stored once. A turn published once the stream exists is the stream's alone."""
     prefix, tenant = unique("p"), unique("t")
     provisioner = await started(nc, prefix)
     turns, flush = subjects.turns(prefix, tenant), subjects.flush(prefix, tenant)
@@ -102,11 +103,33 @@ async def test_a_flood_while_the_stream_is_made_is_caught_up_only_catch_up_long(
     try:
         first = asyncio.create_task(send(nc, turns, "t0", f"{tenant}:c:0"))
         await asyncio.sleep(MAKING_S / 5)
-        flood = [asyncio.create_task(send(nc, turns, f"t{i}", f"{tenant}:c:{i}", timeout=2 * MAKING_S))
+        flood = [asyncio.create_task(send(nc, turns, f"t{i}", f"{tenant}:c:{i}", timeout=4.0))
                  for i in range(1, 21)]
         assert await first == 1
         answered = [seq for seq in await asyncio.gather(*flood) if seq is not None]
         assert len(answered) == 5
         assert len(await stored(nc, prefix, tenant)) == 6
+    finally:
+        await provisioner.stop()
+
+
+async def test_a_turn_waiting_behind_another_tenant_is_stored_when_its_stream_is_made_elsewhere(nc: Client) -> None:
+    """While the turns subscription makes tenant A's stream, a turn of B and one of C wait behind it. B's stream is
+    made meanwhile by B's flush, on the other subscription; C's by another replica, which announces it. Both turns
+    are stored through their streams and answered, though neither tenant was made where they waited."""
+    prefix, a, b, c = unique("p"), unique("a"), unique("b"), unique("c")
+    provisioner = await started(nc, prefix, {a: 3 * MAKING_S, b: MAKING_S / 5})
+    try:
+        first = asyncio.create_task(send(nc, subjects.turns(prefix, a), "a1", f"{a}:c:1"))
+        await asyncio.sleep(MAKING_S / 5)  # the turns subscription is making A's stream
+        waiting_b = asyncio.create_task(send(nc, subjects.turns(prefix, b), "b1", f"{b}:c:1"))
+        waiting_c = asyncio.create_task(send(nc, subjects.turns(prefix, c), "c1", f"{c}:c:1"))
+        await asyncio.sleep(MAKING_S / 5)
+        assert await send(nc, subjects.flush(prefix, b), "b-flush", None) == 1  # B's stream, made by the flush
+        await streams.ensure_tenant(nc.jetstream(), prefix, c, streams.TurnsLimits())  # another replica makes C's
+        await nc.publish(subjects.tenant_streams(prefix), c.encode())
+        assert await first == 1
+        assert (await waiting_b, await waiting_c) == (2, 1)
+        assert await stored(nc, prefix, b) == ["b-flush", "b1"] and await stored(nc, prefix, c) == ["c1"]
     finally:
         await provisioner.stop()
