@@ -81,15 +81,18 @@ class Process(BaseModel):
 
 
 def _hides_processes() -> bool:
-    """Whether /proc is mounted with hidepid (or only its own entries, subset=pid): it may then hide a live process
-    even of this user (one that cannot be inspected), which would look gone."""
+    """Whether /proc may hide a live process even of this user: a proc mount on /proc with hidepid, or showing only
+    process entries (subset=pid), among every one there (a /proc mounted again covers the first); or none found."""
+    found = False
     for line in (PROC / "self/mountinfo").read_text(errors="replace").splitlines():
-        mount, _, after = line.partition(" - ")
+        mount, _, after = line.partition(" - ")  # optional fields come before the separator
         fields, options = mount.split(), after.split()
         if len(fields) > 4 and fields[4] == "/proc" and options[:1] == ["proc"]:
+            found = True
             supers = dict(o.partition("=")[::2] for o in (options[2] if len(options) > 2 else "").split(","))
-            return supers.get("hidepid", "0") not in ("0", "off") or "subset" in supers
-    return False
+            if supers.get("hidepid", "0") not in ("0", "off") or "subset" in supers:
+                return True
+    return not found
 
 
 def _stat(pid: int) -> tuple[bytes, int] | None:

@@ -91,12 +91,15 @@ class Provisioner:
 
     async def _on_announced(self, msg: Msg) -> None:
         tenant = msg.data.decode(errors="replace")
-        if _TENANT.match(tenant) and tenant not in self.known:
+        if _TENANT.match(tenant):
             self._learned(tenant)
 
     def _learned(self, tenant: str) -> None:
         """The tenant has a stream now: its turns waiting in the queues (the first CATCH_UP of each) may have come
-        before it, unseen by it, and are stored through it when read (`_caught_up`)."""
+        before it, unseen by it, and are stored through it when read (`_caught_up`). Learned once: what came after
+        came after the stream."""
+        if tenant in self.known:
+            return
         self.known.add(tenant)
         now = time.monotonic()
         for queue in self._queues:

@@ -213,4 +213,5 @@ async def test_sigkill_mid_consolidation_again_and_again_ends_as_one_clean_run(t
     assert (again.superseded, again.merged, again.forgotten) == (0, 0, 0), again
     assert receipt.verified, receipt
     # Taken over from the last killed process (whose run held the lease), as the last start's log says.
-    assert f"took over the consolidation lease of tenant {crashed!r}" in process.log.read_text()[last_start:]
+    last_log = process.log.read_bytes()[last_start:].decode(errors="replace")
+    assert f"took over the consolidation lease of tenant {crashed!r}" in last_log

@@ -193,19 +193,27 @@ def test_a_holder_proc_does_not_answer_for_plainly_is_not_gone(tmp_path: Path, m
     assert not me.sees_gone(holder(0)) and not me.sees_gone(holder(-1))
 
 
-@pytest.mark.parametrize(("options", "names"), [("rw", True), ("rw,hidepid=0", True), ("rw,hidepid=2", False),
-                                                ("rw,hidepid=invisible", False), ("rw,subset=pid", False)])
+PROC_LINE = "22 27 0:21 / /proc rw,relatime shared:12 - proc proc {}\n"
+
+
+@pytest.mark.parametrize(("mounts", "names"), [
+    (PROC_LINE.format("rw"), True), (PROC_LINE.format("rw,hidepid=0"), True),
+    (PROC_LINE.format("rw,hidepid=2"), False), (PROC_LINE.format("rw,hidepid=invisible"), False),
+    (PROC_LINE.format("rw,subset=pid"), False),
+    (PROC_LINE.format("rw") + PROC_LINE.format("rw,hidepid=2"), False),  # mounted again over the first
+    ("25 1 8:1 / / rw - ext4 /dev/root rw\n", False)])  # no /proc found: not known not to hide
 def test_no_process_is_named_where_proc_may_hide_live_ones(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: str, names: bool) -> None:
-    """A /proc mounted with hidepid (or showing only process entries) may hide a live holder even of this user,
-    which would look gone: there this process names none, so it judges no holder gone, and waits every lease out."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mounts: str, names: bool) -> None:
+    """A /proc mounted with hidepid (or showing only process entries), even under or over another, may hide a live
+    holder even of this user, which would look gone: there this process names none, so it judges no holder gone and
+    waits every lease out; so too where no /proc is found."""
     pid = os.getpid()
     me = tmp_path / str(pid)
     (me / "ns").mkdir(parents=True)
     (tmp_path / "self").symlink_to(str(pid))
     (me / "ns" / "pid").symlink_to("pid:[4026531836]")
     (me / "stat").write_bytes(f"{pid} (python) R ".encode() + " ".join(["0"] * 18 + ["42", "0"]).encode())
-    (me / "mountinfo").write_text(f"22 27 0:21 / /proc rw,relatime - proc proc {options}\n")
+    (me / "mountinfo").write_text(mounts)
     (tmp_path / "sys" / "kernel" / "random").mkdir(parents=True)
     (tmp_path / "sys" / "kernel" / "random" / "boot_id").write_text("a-boot\n")
     monkeypatch.setattr(processes, "PROC", tmp_path)

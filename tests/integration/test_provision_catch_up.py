@@ -118,12 +118,12 @@ async def test_a_turn_waiting_behind_another_tenant_is_stored_when_its_stream_is
     made meanwhile by B's flush, on the other subscription; C's by another replica, which announces it. Both turns
     are stored through their streams and answered, though neither tenant was made where they waited."""
     prefix, a, b, c = unique("p"), unique("a"), unique("b"), unique("c")
-    provisioner = await started(nc, prefix, {a: 3 * MAKING_S, b: MAKING_S / 5})
+    provisioner = await started(nc, prefix, {a: 6 * MAKING_S, b: MAKING_S / 5})  # A's takes 3 s: room for B's, C's
     try:
-        first = asyncio.create_task(send(nc, subjects.turns(prefix, a), "a1", f"{a}:c:1"))
+        first = asyncio.create_task(send(nc, subjects.turns(prefix, a), "a1", f"{a}:c:1", timeout=20.0))
         await asyncio.sleep(MAKING_S / 5)  # the turns subscription is making A's stream
-        waiting_b = asyncio.create_task(send(nc, subjects.turns(prefix, b), "b1", f"{b}:c:1"))
-        waiting_c = asyncio.create_task(send(nc, subjects.turns(prefix, c), "c1", f"{c}:c:1"))
+        waiting_b = asyncio.create_task(send(nc, subjects.turns(prefix, b), "b1", f"{b}:c:1", timeout=20.0))
+        waiting_c = asyncio.create_task(send(nc, subjects.turns(prefix, c), "c1", f"{c}:c:1", timeout=20.0))
         await asyncio.sleep(MAKING_S / 5)
         assert await send(nc, subjects.flush(prefix, b), "b-flush", None) == 1  # B's stream, made by the flush
         await streams.ensure_tenant(nc.jetstream(), prefix, c, streams.TurnsLimits())  # another replica makes C's
