@@ -1,5 +1,6 @@
-"""Replies that fit in one NATS message, whatever the stored texts: a recall drops its lowest-ranked entries (then
-its oldest recent turns, then shortens its best entry) until it fits; a page of entries ends earlier, and its cursor
+"""Replies that fit in one NATS message, whatever the stored texts: a recall drops its entries picked last (by
+budget, in the order they were picked; else the lowest-ranked), then its oldest recent turns, then shortens its
+first entry, until it fits; a page of entries ends earlier, and its cursor
 points at the first entry it left out, so nothing is lost."""
 from collections.abc import Callable
 from datetime import datetime
@@ -68,9 +69,10 @@ def _most_that_fit(build: Callable[[int], RecallResponse], count: int,
 
 
 def fit_recall(build: Callable[[list[ScoredEntry], list[Turn]], RecallResponse], hits: list[ScoredEntry],
-               recent: list[Turn], max_bytes: int | None) -> RecallResponse:
-    """`build(hits, recent)`, with fewer hits, then fewer recent turns (oldest first), then a shorter best hit,
-    until the reply fits `max_bytes`.
+               recent: list[Turn], max_bytes: int | None, picked: list[str] | None = None) -> RecallResponse:
+    """`build(hits, recent)`, with fewer hits, then fewer recent turns (oldest first), then a shorter first hit,
+    until the reply fits `max_bytes`. The hits kept are the first of `picked` (their ids in the order a budget
+    picked them: respond.picking_order), or of `hits` (rank order), and are built in rank order either way.
 
     Raises:
         EngramError: not even the best entry, shortened to MIN_TEXT_CHARS, fits (only a tiny max_payload or an
@@ -79,11 +81,18 @@ def fit_recall(build: Callable[[list[ScoredEntry], list[Turn]], RecallResponse],
     reply = build(hits, recent)
     if max_bytes is None or _at_most(reply) <= max_bytes or size(reply) <= max_bytes:
         return reply
+    ids = {h.entry.id for h in hits}
+    order = list(dict.fromkeys([*(i for i in picked or [] if i in ids), *(h.entry.id for h in hits)]))
+
+    def first(n: int) -> list[ScoredEntry]:
+        kept = set(order[:n])
+        return [h for h in hits if h.entry.id in kept]
+
     if len(hits) > 1:
-        kept, fitted = _most_that_fit(lambda n: build(hits[:n], recent), len(hits), max_bytes)
+        kept, fitted = _most_that_fit(lambda n: build(first(n), recent), len(hits), max_bytes)
         if fitted is not None and kept > 0:
             return fitted
-        hits = hits[:1]
+        hits = first(1)
     if recent:
         kept, fitted = _most_that_fit(lambda n: build(hits, recent[len(recent) - n:]), len(recent) + 1, max_bytes)
         if fitted is not None:

@@ -27,12 +27,13 @@ def _matched_terms(text: str, terms: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Chosen:
-    """The hits a reply holds, in rank order; how they were packed (with a budget); the ids of those cut to the turns
-    the question is about (excerpt.py)."""
+    """The hits a reply holds, in rank order; how they were packed (with a budget) and their ids in the order they
+    were picked (`picking_order`); the ids of those cut to the turns the question is about (excerpt.py)."""
 
     hits: list[ScoredEntry]
     packed: Packed | None = None
     excerpts: frozenset[str] = frozenset()
+    picked: list[str] | None = None
 
 
 def picking_order(hits: list[ScoredEntry], relevance: list[ScoredEntry] | None) -> list[ScoredEntry]:
@@ -91,9 +92,10 @@ def chosen(searched: Searched, request: RecallRequest, encoding: str, reserve: i
     if whole_share is not None:
         hits, cut = excerpts(hits, searched.plan, cost, int(room * whole_share))
     packed = pack(hits, cost, room)
+    picked = [h.entry.id for h in packed.hits]  # pack keeps the order it was given
     rank = {h.entry.id: i for i, h in enumerate(ranked)}
     packed = replace(packed, hits=sorted(packed.hits, key=lambda h: rank[h.entry.id]))
-    return Chosen(packed.hits, packed, cut)
+    return Chosen(packed.hits, packed, cut, picked)
 
 
 def reserved(recent: list[Turn], summary: str | None, budget: int | None, encoding: str) -> int:
@@ -166,7 +168,7 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
                               left_out_tokens=packed.left_out_tokens if packed else 0)
 
     with spans.span("engram.recall render"):
-        reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes)
+        reply = fit_recall(build, hits, recent, retrieval.max_reply_bytes, picked.picked)
     if retrieval.usage is not None:
         retrieval.usage.record(tenant, [e.id for e in reply.entries])
     total = (time.perf_counter() - started) * 1e3

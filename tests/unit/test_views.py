@@ -57,6 +57,24 @@ def test_a_recall_reply_drops_its_lowest_ranked_entries_then_shortens_the_best_t
     assert one.entries[0].text.endswith("…")
 
 
+def test_a_reply_by_budget_drops_the_entries_picked_last_and_keeps_rank_order() -> None:
+    """Under a budget the entries are picked in another order than they are ranked (time's first, then by relevance:
+    respond.picking_order); a reply too large for one message drops the ones picked last, not the lowest-ranked
+    (which time may have put low though relevance picked it early), and gives the rest in rank order."""
+    hits = [ScoredEntry(entry=entry(i, "word " * 20_000), score=1.0 - i / 10) for i in range(5)]
+    picked = [hits[i].entry.id for i in (0, 3, 1, 4, 2)]
+
+    def build(candidates: list[ScoredEntry], turns: list[Turn]) -> RecallResponse:
+        return RecallResponse(entries=[recalled_entry(h) for h in candidates], working_memory=turns,
+                              context="\n\n".join(h.entry.text for h in candidates))
+
+    two = fit_recall(build, hits, [], 450_000, picked)
+    assert [e.id for e in two.entries] == [hits[0].entry.id, hits[3].entry.id]
+    three = fit_recall(build, hits, [], 650_000, picked)
+    assert [e.id for e in three.entries] == [hits[i].entry.id for i in (0, 1, 3)]
+    assert [e.id for e in fit_recall(build, hits, [], 450_000).entries] == [h.entry.id for h in hits[:2]]
+
+
 def test_a_page_that_does_not_fit_ends_early_and_its_cursor_loses_nothing() -> None:
     """An entries page too big for the limit ends early with its cursor at the first entry left out, and without a limit
     the page keeps every entry and the given cursor."""
