@@ -75,7 +75,7 @@ def fit_recall(build: Callable[[list[ScoredEntry], list[Turn]], RecallResponse],
     picked them: respond.picking_order), or of `hits` (rank order), and are built in rank order either way.
 
     Raises:
-        EngramError: not even the best entry, shortened to MIN_TEXT_CHARS, fits (only a tiny max_payload or an
+        EngramError: not even the first entry, shortened to MIN_TEXT_CHARS, fits (only a tiny max_payload or an
             entry with thousands of source turns can do that).
     """
     reply = build(hits, recent)
@@ -104,7 +104,7 @@ def fit_recall(build: Callable[[list[ScoredEntry], list[Turn]], RecallResponse],
         reply = build([_shortened(hits[0], chars)], [])
         if size(reply) <= max_bytes:
             return reply
-    raise EngramError(f"a recall reply cannot fit one NATS message of {max_bytes:,} bytes: even its best entry, "
+    raise EngramError(f"a recall reply cannot fit one NATS message of {max_bytes:,} bytes: even its first entry, "
                       f"shortened, takes {size(reply):,}")
 
 

@@ -150,7 +150,7 @@ async def recall(retrieval: Retrieval, tenant: str, request: RecallRequest, work
     shown_plan = plan_view(query_plan, request, searched) if request.explain else None
 
     def build(candidates: list[ScoredEntry], recent: list[Turn]) -> RecallResponse:
-        # `fit_recall` cuts the candidates in rank order; the timeline orders what is left.
+        # `fit_recall` cuts the candidates picked last (rank order without a budget); the timeline orders the rest.
         context, context_tokens, kept = rendering.render(in_order(candidates, timeline), recent, request.token_budget,
                                                          encoding, summary, timeline)
         entries = [recalled_entry(h, Explanation(

@@ -187,6 +187,9 @@ def test_a_claim_fits_only_after_everything_time_put_above_it() -> None:
     two = cost(e3) + max(cost(e1), cost(e2)) + tokens.count(MEMORIES_HEADER)
     picked = [h.entry.id for h in chosen(searched, RecallRequest(query="q", token_budget=two), "cl100k_base").hits]
     assert picked == ["e3", "e1"] and "fact" not in picked
+    three = cost(e3) + cost(e1) + cost(e2) + tokens.count(MEMORIES_HEADER)
+    held = chosen(searched, RecallRequest(query="q", token_budget=three), "cl100k_base")
+    assert [h.entry.id for h in held.hits] == ["e3", "e2", "e1"] and held.picked == ["e3", "e1", "e2"]
     # a claim time put first is picked first; one relevance did not list is picked in time's place
     assert [h.entry.id for h in picking_order([stale, e3], [e3])] == ["fact", "e3"]
 

@@ -73,6 +73,9 @@ def test_a_reply_by_budget_drops_the_entries_picked_last_and_keeps_rank_order() 
     three = fit_recall(build, hits, [], 650_000, picked)
     assert [e.id for e in three.entries] == [hits[i].entry.id for i in (0, 1, 3)]
     assert [e.id for e in fit_recall(build, hits, [], 450_000).entries] == [h.entry.id for h in hits[:2]]
+    # room for none whole: the entry picked first is the one shortened; ids it does not hold are passed over
+    [one] = fit_recall(build, hits, [], 50_000, ["elsewhere", *picked[1:], picked[0]]).entries
+    assert one.id == hits[3].entry.id and one.text.endswith("…")
 
 
 def test_a_page_that_does_not_fit_ends_early_and_its_cursor_loses_nothing() -> None:
