@@ -13,7 +13,7 @@ import qdrant_edge as qe
 from engram_client.errors import Unavailable
 from shared.store import scope as scoping
 from shared.store.edge_calls import engine_errors, run
-from shared.store.hits import TIE_MARGIN, ByIdMixin, dense_of, fuse, to_hits
+from shared.store.hits import TIE_MARGIN, ByIdMixin, SingleReadsMixin, dense_of, fuse, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -28,7 +28,6 @@ from shared.store.model import (
     ScoredEntry,
     StoredEntry,
     TimeRead,
-    VectorRead,
     Vectors,
 )
 from shared.store.protocol import DEFERRED_FLUSH
@@ -90,7 +89,7 @@ def _ids(points: list[Any]) -> list[str]:
     return [str(p.id) for p in points]
 
 
-class EdgeStore(ByIdMixin):
+class EdgeStore(ByIdMixin, SingleReadsMixin):
     """Store on Qdrant Edge. Calls run on the engine's own threads (see edge_calls.py), off the event loop; a call
     that holds Python's interpreter lock still stops every thread while it runs (`optimize` does: 1,020 s at 1M
     entries, docs/benchmarks.md). Once closed, every call fails `unavailable` (retried) until `adopt` hands it a
@@ -240,12 +239,6 @@ class EdgeStore(ByIdMixin):
         return [fuse(results[2 * i], results[2 * i + 1], search, explain, with_vectors=False)
                 for i, search in enumerate(searches)]
 
-    async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
-                     entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
-        """One vector alone (dense or sparse), under the scope's filter."""
-        read = VectorRead(scope=scope, vectors=vectors, using=using, limit=limit, entry_filter=entry_filter)
-        return (await self.reads([read]))[0]
-
     @staticmethod
     def _request(read: Read) -> qe.QueryRequest:
         """The engine's query for one read: a search by one vector, or entries ordered by `occurred_at`."""
@@ -278,17 +271,6 @@ class EdgeStore(ByIdMixin):
         return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
                     next_offset=str(next_offset) if next_offset is not None else None,
                     dense=[dense_of(r.vector) for r in records] if with_vectors else None)
-
-    async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
-                     limit: int = 100) -> list[MemoryEntry]:
-        """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
-        read = TimeRead(scope=scope, entry_filter=entry_filter, limit=limit, newest=True)
-        return [h.entry for h in (await self.reads([read]))[0]]
-
-    async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
-                       limit: int = 100) -> list[MemoryEntry]:
-        """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
-        return [h.entry for h in (await self.reads([TimeRead(scope=scope, entry_filter=entry_filter, limit=limit)]))[0]]
 
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries (from the tenant index; no entry is read)."""

@@ -1,5 +1,7 @@
-"""What both backends share once the engine has answered: hits with their per-search ranks, get via scroll."""
-from typing import Any, Protocol
+"""What both backends share once the engine has answered: hits with their per-search ranks, get via scroll, and
+single searches and reads by time via a batch of reads."""
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 from shared.store.model import (
     DENSE,
@@ -8,8 +10,12 @@ from shared.store.model import (
     HybridSearch,
     MemoryEntry,
     Page,
+    Read,
     Scope,
     ScoredEntry,
+    TimeRead,
+    VectorRead,
+    Vectors,
 )
 
 
@@ -127,3 +133,31 @@ class ByIdMixin:
         if not ids:
             return 0
         return await self.delete_where(scope, EntryFilter(ids=ids))
+
+
+class ReadingStore(Protocol):
+    """The part of a backend that single searches and reads by time are built on."""
+
+    async def reads(self, reads: Sequence[Read]) -> list[list[ScoredEntry]]:
+        """Several reads in one engine call, each under its own scope and filter, in order."""
+
+
+class SingleReadsMixin:
+    """search, newest and earliest, each a batch of one read (so both backends ask the engine the same way)."""
+
+    async def search(self: ReadingStore, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"],
+                     limit: int, entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
+        """One vector alone (dense or sparse), under the scope's filter."""
+        read = VectorRead(scope=scope, vectors=vectors, using=using, limit=limit, entry_filter=entry_filter)
+        return (await self.reads([read]))[0]
+
+    async def newest(self: ReadingStore, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                     limit: int = 100) -> list[MemoryEntry]:
+        """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
+        read = TimeRead(scope=scope, entry_filter=entry_filter, limit=limit, newest=True)
+        return [h.entry for h in (await self.reads([read]))[0]]
+
+    async def earliest(self: ReadingStore, scope: Scope, *, entry_filter: EntryFilter | None = None,
+                       limit: int = 100) -> list[MemoryEntry]:
+        """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
+        return [h.entry for h in (await self.reads([TimeRead(scope=scope, entry_filter=entry_filter, limit=limit)]))[0]]

@@ -10,7 +10,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from engram_client.errors import Unavailable
 from shared.store import scope as scoping
-from shared.store.hits import TIE_MARGIN, ByIdMixin, dense_of, fuse, to_hits
+from shared.store.hits import TIE_MARGIN, ByIdMixin, SingleReadsMixin, dense_of, fuse, to_hits
 from shared.store.model import (
     DENSE,
     SPARSE,
@@ -25,7 +25,6 @@ from shared.store.model import (
     ScoredEntry,
     StoredEntry,
     TimeRead,
-    VectorRead,
     Vectors,
 )
 
@@ -73,7 +72,7 @@ def _sparse(vectors: Vectors) -> qm.SparseVector:
     return qm.SparseVector(indices=list(vectors.sparse.indices), values=list(vectors.sparse.values))
 
 
-class ClientStore(ByIdMixin):
+class ClientStore(ByIdMixin, SingleReadsMixin):
     """Store on qdrant-client's AsyncQdrantClient: same behaviour as EdgeStore, over HTTP/gRPC or local mode."""
 
     def __init__(self, client: AsyncQdrantClient, collection: str) -> None:
@@ -183,12 +182,6 @@ class ClientStore(ByIdMixin):
         return [fuse(results[2 * i].points, results[2 * i + 1].points, search, explain, with_vectors=False)
                 for i, search in enumerate(searches)]
 
-    async def search(self, scope: Scope, vectors: Vectors, *, using: Literal["dense", "sparse"], limit: int,
-                     entry_filter: EntryFilter | None = None) -> list[ScoredEntry]:
-        """One vector alone (dense or sparse), under the scope's filter."""
-        read = VectorRead(scope=scope, vectors=vectors, using=using, limit=limit, entry_filter=entry_filter)
-        return (await self.reads([read]))[0]
-
     @staticmethod
     def _request(read: Read) -> qm.QueryRequest:
         """The server's query for one read: a search by one vector, or entries ordered by `occurred_at`."""
@@ -223,17 +216,6 @@ class ClientStore(ByIdMixin):
         return Page(entries=[MemoryEntry.from_point(r.id, r.payload or {}) for r in records],
                     next_offset=str(next_offset) if next_offset is not None else None,
                     dense=[dense_of(r.vector) for r in records] if with_vectors else None)
-
-    async def newest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
-                     limit: int = 100) -> list[MemoryEntry]:
-        """Up to `limit` entries, the most recent first (ordered by the `occurred_at` index)."""
-        read = TimeRead(scope=scope, entry_filter=entry_filter, limit=limit, newest=True)
-        return [h.entry for h in (await self.reads([read]))[0]]
-
-    async def earliest(self, scope: Scope, *, entry_filter: EntryFilter | None = None,
-                       limit: int = 100) -> list[MemoryEntry]:
-        """Up to `limit` entries, the earliest first (ordered by the `occurred_at` index)."""
-        return [h.entry for h in (await self.reads([TimeRead(scope=scope, entry_filter=entry_filter, limit=limit)]))[0]]
 
     async def tenants(self, limit: int = 100_000) -> list[str]:
         """Every tenant that has entries (a facet over the tenant index; no entry is read)."""
