@@ -13,7 +13,6 @@ from services.cli.embedded import embedded_stack
 from shared.embedding import open_embedder
 from shared.evaluation import curve, locomo, locomo_run, multihop, multihop_run, updates, updates_run
 from shared.evaluation import report as reporting
-from shared.evaluation.locomo_run import EvalReport
 from shared.evaluation.settings import EvalSettings
 from shared.settings import Settings
 
@@ -48,20 +47,9 @@ def parse_budgets(value: str | None, *, k: object = None, budget: object = None)
 async def _eval(settings: Settings, files: list[Path], ks: list[int], mode: str, budget: int | None,
                 out: Path) -> None:
     embedder = open_embedder(settings)
-
-    async def evaluate_against(url: str) -> EvalReport:
-        async def client_for(tenant: str) -> MemoryClient:
-            return await connect_client(url, tenant, settings.subject_prefix, timeout_s=60)
-
-        return await locomo_run.run(client_for, settings, files, ks, mode, embedder, budget,
-                                    progress=lambda message: console.print(f"[dim]{message}[/dim]"))
-
     try:
-        if settings.nats_url:
-            result = await evaluate_against(settings.nats_url)
-        else:
-            async with embedded_stack(settings, "eval", **NO_SCHEDULED_CONSOLIDATION) as state:
-                result = await evaluate_against(state.nats_url)
+        result = await _against(settings, "eval", lambda client_for: locomo_run.run(
+            client_for, settings, files, ks, mode, embedder, budget, progress=_progress))
     finally:
         await embedder.close()
     output.eval_tables(result)

@@ -80,10 +80,11 @@ class Leases:
     """Tenant leases and the record of each tenant's last finished scheduled run."""
 
     def __init__(self, js: JetStreamContext, leases: KeyValue, runs: KeyValue, runs_bucket: str, holder: str,
-                 ttl_s: float, process: Process | None = None) -> None:
+                 ttl_s: float) -> None:
         self._js, self._leases, self._runs, self._runs_bucket = js, leases, runs, runs_bucket
         self.holder, self.ttl_s = holder, ttl_s
-        self.process = process if process is not None else Process.this()  # named in its leases (process.py)
+        self.process = Process.this()  # named in its leases (process.py)
+        self._named = self.process.model_dump() if self.process is not None else None
         self._unreadable: dict[str, int] = {}  # tenant -> the revision of its lease that did not parse
 
     @classmethod
@@ -95,8 +96,8 @@ class Leases:
         return cls(js, leases, runs, runs_name, holder, ttl_s)
 
     def _value(self) -> bytes:
-        process = self.process.model_dump() if self.process is not None else None
-        return json.dumps({"holder": self.holder, "at": datetime.now(UTC).isoformat(), "process": process}).encode()
+        return json.dumps({"holder": self.holder, "at": datetime.now(UTC).isoformat(),
+                           "process": self._named}).encode()
 
     async def acquire(self, tenant: str) -> int | None:
         """Take the tenant's lease; its revision, or None if another replica holds it (a holder this process sees
@@ -133,14 +134,8 @@ class Leases:
         theirs = Process.named(named.process)
         if theirs is None or not self.process.sees_gone(theirs):
             return False
-        try:
-            await self._leases.delete(tenant, last=entry.revision)
-        except (KeyWrongLastSequenceError, KeyNotFoundError):
-            return True
-        except APIError as exc:
-            if exc.err_code in (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT):
-                return True  # renewed, taken or given back since: the create that follows tells
-            raise
+        if not await self._delete(tenant, entry.revision or 0):
+            return True  # renewed, taken or given back since: the create that follows tells
         log.warning("took over the consolidation lease of tenant %r from %r, whose process (%d) is gone",
                     tenant, named.holder, theirs.pid)
         metrics.lease_changes_total.labels("taken_over").inc()
@@ -156,15 +151,21 @@ class Leases:
 
     async def release(self, tenant: str, revision: int) -> None:
         """Give the lease back (if it is still this replica's: a delete against another revision is refused)."""
+        if await self._delete(tenant, revision):
+            metrics.lease_changes_total.labels("released").inc()
+
+    async def _delete(self, tenant: str, revision: int) -> bool:
+        """Delete the tenant's lease if `revision` is still its last; whether it was (else it expired, was given
+        back, or was renewed or taken since: someone else's now)."""
         try:
             await self._leases.delete(tenant, last=revision)
         except (KeyWrongLastSequenceError, KeyNotFoundError):
-            return
+            return False
         except APIError as exc:
             if exc.err_code in (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_FOR_SUBJECT):
-                return  # expired and maybe taken by another replica: theirs now
+                return False
             raise
-        metrics.lease_changes_total.labels("released").inc()
+        return True
 
     async def run(self, tenant: str, job: Callable[[], Coroutine[Any, Any, R]], wait_s: float = 0.0) -> R | None:
         """Run `job` holding the tenant's lease (renewed meanwhile); None if the lease could not be taken.

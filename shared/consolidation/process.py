@@ -62,7 +62,7 @@ class Process(BaseModel):
     def named(cls, value: object) -> "Process | None":
         """The process a lease names, or None when it names none in this form (an engram from before)."""
         try:
-            return cls.model_validate(value) if isinstance(value, dict) else None
+            return cls.model_validate(value)
         except ValueError:
             return None
 

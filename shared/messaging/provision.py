@@ -67,8 +67,8 @@ class Provisioner:
         self._ensure = ensure
         self._served = served
         self.known: set[str] = set()
-        self._subscriptions: list[Subscription] = []
-        self._queues: list[Queue] = []
+        self._queues: list[Queue] = []  # the turns' and the flushes' subscriptions
+        self._announced: Subscription | None = None
 
     async def start(self, known: set[str]) -> None:
         """Start watching for tenants with no stream; `known` are those that have one."""
@@ -78,16 +78,15 @@ class Provisioner:
             queue.subscription = await self._nc.subscribe(pattern, queue=QUEUE,
                                                           cb=functools.partial(self._on_message, queue))
             self._queues.append(queue)
-            self._subscriptions.append(queue.subscription)
-        self._subscriptions.append(await self._nc.subscribe(subjects.tenant_streams(self._prefix),
-                                                            cb=self._on_announced))
+        self._announced = await self._nc.subscribe(subjects.tenant_streams(self._prefix), cb=self._on_announced)
 
     async def stop(self) -> None:
         """Stop watching."""
-        for subscription in self._subscriptions:
-            await subscription.unsubscribe()
-        self._subscriptions.clear()
+        for subscription in [*(q.subscription for q in self._queues), self._announced]:
+            if subscription is not None:
+                await subscription.unsubscribe()
         self._queues.clear()
+        self._announced = None
 
     async def _on_announced(self, msg: Msg) -> None:
         tenant = msg.data.decode(errors="replace")

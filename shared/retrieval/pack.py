@@ -4,7 +4,7 @@ Walking the hits in rank order, an entry is packed when it fits what is left of 
 packed entries do not hold already (a source turn of its conversation none of them holds). Of entries with the
 same evidence the shortest is packed, in the place of the best ranked (a derived claim only in its own place or
 below: never above the newer evidence its ranking put above it; and once an entry that is not a claim did not fit,
-no claim ranked after it goes in); an entry packed earlier whose evidence a
+no claim goes in after that, on either walk); an entry packed earlier whose evidence a
 later packed one holds entirely is taken out again and its tokens return to the budget (a fact after the window
 that states it). A profile (a summary of many facts) holds no turn's words, so it neither holds nor is held.
 
@@ -81,7 +81,7 @@ def pack(hits: list[ScoredEntry], cost: Callable[[ScoredEntry], int], room: int)
     packed: set[int] = set()
     holders: dict[tuple[str, str], set[int]] = {}  # a turn -> the packed entries holding it
     used = 0
-    left_evidence = False  # an entry that is not a derived claim did not fit: no claim ranked after it goes in
+    left_evidence = False  # an entry that is not a derived claim did not fit: no claim goes in after that
     for _ in range(2):  # a second walk fills the tokens that entries taken out gave back
         for i, mine in enumerate(held_by):
             if i in packed or (mine and all(holders.get(turn) for turn in mine)):

@@ -237,19 +237,19 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     found = hops.links(first, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and first else None
     asked = hops.asking(first, settings.follow_questions) if settings.follow_questions else []
     reads: list[Read] = []
-    if found is not None and found.words:
+    hopping = found is not None and bool(found.words)  # the first read is the second hop's search
+    if found is not None and hopping:
         widened = retrieval.sparse.query(" ".join([query_plan.topic, *found.words]))
         reads.append(VectorRead(scope=scope, vectors=Vectors(dense=dense[0], sparse=widened), using="sparse",
                                 limit=candidates, entry_filter=entry_filter))
-    following = hops.answer_reads(scope, entry_filter, asked)
-    reads += following
+    reads += hops.answer_reads(scope, entry_filter, asked)
     second: list[ScoredEntry] | None = None
     answered: list[tuple[ScoredEntry, MemoryEntry]] = []
     if reads:
         with spans.span("engram.recall second hop", attributes={"engram.reads": len(reads)}):
             read = await retrieval.store.reads(reads)
-        second = read[0] if isinstance(reads[0], VectorRead) else None
-        answered = hops.answers(asked, read[len(read) - len(following):])
+        second = read[0] if hopping else None
+        answered = hops.answers(asked, read[1 if hopping else 0:])
     hopped: dict[str, list[str]] = {}
     if second is not None and found is not None:
         hits, hopped = hops.fuse(hits, second, found, settings.second_hop_weight, settings.second_hop_boost,
