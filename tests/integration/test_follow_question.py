@@ -15,7 +15,7 @@ from engram_client.contract.recall import RecallFilters
 from shared.compress.offline import OfflineCompressor
 from shared.ingest import windows
 from shared.ingest.writer import memorize
-from shared.retrieval import recall
+from shared.retrieval import Retrieval, recall
 from shared.retrieval.hops import asks, next_window
 from shared.store import MemoryEntry, Scope, Store
 from tests.support.ids import unique
@@ -45,6 +45,13 @@ async def store_talk(memory: Memory, tenant: str, user: str = "u1", lines: list[
         NEAR, conversation_id=unique("near"), start=START - timedelta(days=3), user_id=user), 1))
 
 
+def following(memory: Memory, **update: Any) -> Retrieval:
+    """The retrieval with neighbour smoothing off (it raises the window after a matching one too, recall._smooth),
+    so that a test sees what the follow alone does; `update` changes more settings."""
+    return replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(
+        update={"neighbor_weight": 0.0, **update}))
+
+
 def answer_of(reply: RecallResponse, conversation_id: str = "book") -> list[str]:
     """The recalled entries of the talk that hold the answer turn (its third turn)."""
     return [e.id for e in reply.entries if f"{conversation_id}-2" in e.source_turn_ids]
@@ -57,12 +64,12 @@ async def test_the_window_answering_a_closing_question_comes_with_it_and_explain
     tenant = unique("t")
     await store_talk(memory, tenant)
     request = RecallRequest(query=QUERY, k=6, explain=True)
-    reply = await recall(memory.retrieval, tenant, request)
+    reply = await recall(following(memory), tenant, request)
     asking = next(e for e in reply.entries if "book-1" in e.source_turn_ids)
     [answer] = [e for e in reply.entries if "book-2" in e.source_turn_ids]
     assert answer.explanation is not None and answer.explanation.hop == 2
     assert f"answers the question hit {asking.id} ends on" in answer.explanation.via
-    off = replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(update={"follow_questions": 0}))
+    off = following(memory, follow_questions=0)
     assert answer_of(await recall(off, tenant, request)) == []
 
 
@@ -159,13 +166,13 @@ async def test_an_answer_the_query_found_too_is_raised_and_explain_lists_why_amo
     await memorize(memory.writer, windows.split(tenant, conversation(
         NEAR[:10], conversation_id=unique("near"), start=START - timedelta(days=3), user_id="u1"), 1))
     request = RecallRequest(query=QUERY, k=6, explain=True)
-    reply = await recall(memory.retrieval, tenant, request)
+    reply = await recall(following(memory), tenant, request)
     asking = next(e for e in reply.entries if "book-1" in e.source_turn_ids)
     [answer] = [e for e in reply.entries if "book-2" in e.source_turn_ids]
     assert answer.explanation is not None and answer.explanation.hop == 1 and answer.explanation.via == []
     assert f"answers the question hit {asking.id} ends on" in answer.explanation.boosts
     assert answer.score == pytest.approx(asking.score / 2)
-    off = replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(update={"follow_questions": 0}))
+    off = following(memory, follow_questions=0)
     unraised = await recall(off, tenant, RecallRequest(query=QUERY, k=20, explain=True))
     [found] = [e for e in unraised.entries if "book-2" in e.source_turn_ids]
     assert found.score < answer.score and found.explanation is not None
