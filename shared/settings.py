@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     prefetch_limit: int = Field(default=40, ge=1, le=1000)
     rrf_k: int = Field(default=3, ge=1, le=1000)
     mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)  # None: no diversity pass
-    neighbor_weight: float = Field(default=0.25, ge=0.0, le=2.0)  # share of the next window's score an episode gets
+    # The windows beside a match (recall._smooth): an episode gains this share of the best first-pass score of the
+    # episodes next to it (within 30 minutes, in its user's conversation) among the candidates. 0: off.
+    neighbor_weight: float = Field(default=0.25, ge=0.0, le=2.0)
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     # The second hop (shared/retrieval/hops.py): the links of the best second_hop_seeds first hits widen one more

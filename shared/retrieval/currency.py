@@ -2,9 +2,10 @@
 first, a question about an earlier state the older one, and a derived claim never stands above newer evidence.
 
 No rule has to recognise what the memories say. "About the same thing" is measured, not parsed: a hit of the top k
-belongs to the band when its relevance (its fused dense + BM25 score, boosts included, with its ranks counted among
-hits of its own kind: `among_own_kind`) is at least `1 - band` of the best-matching episode's (the evidence: a fact
-is short and distilled, so it would set a bar no rambling episode reaches). Within the band, hits trade places:
+belongs to the band when its relevance (its fused dense + BM25 score, boosts included but not what the windows
+beside a match added, recall._smooth, with its ranks counted among hits of its own kind: `among_own_kind`) is at
+least `1 - band` of the best-matching episode's (the evidence: a fact is short and distilled, so it would set a bar
+no rambling episode reaches). Within the band, hits trade places:
 each keeps its relevance and gains for being newer (older, for an earlier state): of n chats in the band, the
 newest gains `weight`, the one before it (n - 1)/n of it, and so on to 1/n for the oldest. Age is counted in
 chats, not days: a person who talks every day and one who talks twice a year are ordered alike, and between two
@@ -32,6 +33,7 @@ many ages) below every in-band episode, and a fact the consolidator marked possi
 outdates it.
 """
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -147,7 +149,8 @@ def _as_evidence(hits: list[ScoredEntry]) -> tuple[list[ScoredEntry], dict[str, 
 
 def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int | None = None,
            figure: figures.Asked | None = None, engine_fused: bool = True,
-           restating: Restating | None = None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+           restating: Restating | None = None, lifts: Mapping[str, float] | None = None
+           ) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits in their order for the time the question asks about, and why each one moved.
 
     Only the first `k` hits trade places (all when None): relevance picks what is returned, time orders it.
@@ -155,10 +158,12 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     evidence of what the figure is now, as small talk is none of how things stand. `engine_fused` says the scores
     are the engine's fusion of the ranks the hits carry, so they can be counted again among each kind (deep
     recall fuses lists of its own, and keeps its scores). `restating` judges whether a later hit of a chat states
-    again what an earlier one said (restated.py); without it the windows of a chat stay level.
+    again what an earlier one said (restated.py); without it the windows of a chat stay level. `lifts` (by entry
+    id) is what the windows beside a match added to a hit's score (recall._smooth): the band is measured without
+    it, so windows raised by their neighbours never push newer evidence out of the band, nor above it.
     """
     top = len(hits) if k is None else k
-    moved, reasons = _in_band(hits[:top], reading, currency, figure, engine_fused, restating)
+    moved, reasons = _in_band(hits[:top], reading, currency, figure, engine_fused, restating, lifts or {})
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
@@ -166,7 +171,7 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     return moved + hits[top:], reasons
 
 
-def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
+def among_own_kind(hits: list[ScoredEntry], rrf_k: int, lifts: Mapping[str, float] | None = None) -> list[float]:
     """Each hit's score with its fusion counted again from its ranks among hits of its own kind: episodes among
     episodes, derived claims among derived claims; boosts and smoothing scale with it.
 
@@ -175,26 +180,30 @@ def among_own_kind(hits: list[ScoredEntry], rrf_k: int) -> list[float]:
     the evidence about the question out of the band. A hit's own rank in a search is its rank there less the hits
     of the other kind ranked above it among these hits (the top k): exact when those are all here. A hit without
     ranks (a search that did not ask for them, or the second hop's, ranked in another search) keeps its score.
+    Each score is counted less its lift (`lifts`, by entry id: what the windows beside a match added).
     """
+    lifts = lifts or {}
+    base = [h.score - lifts.get(h.entry.id, 0.0) for h in hits]
     ranked = [h for h in hits if h.dense_rank is not None or h.sparse_rank is not None]
     if not ranked:
-        return [h.score for h in hits]
+        return base
     if len(ranked) < len(hits):  # hits without ranks in these searches (the second hop's) keep their scores
-        scores = iter(among_own_kind(ranked, rrf_k))
-        return [next(scores) if h.dense_rank is not None or h.sparse_rank is not None else h.score for h in hits]
+        scores = iter(among_own_kind(ranked, rrf_k, lifts))
+        return [next(scores) if h.dense_rank is not None or h.sparse_rank is not None else b
+                for h, b in zip(hits, base, strict=True)]
     derived = [h.entry.kind in DERIVED for h in hits]
     # per search and kind, the sorted ranks of the hits of that kind found there
     ranks = {(search, kind): sorted(rank for h, d in zip(hits, derived, strict=True) if d is kind
                                     and (rank := (h.dense_rank, h.sparse_rank)[search]) is not None)
              for search in (0, 1) for kind in (False, True)}
     out = []
-    for hit, kind in zip(hits, derived, strict=True):
+    for hit, kind, score in zip(hits, derived, base, strict=True):
         everyone = own = 0.0
         for search, rank in enumerate((hit.dense_rank, hit.sparse_rank)):
             if rank is not None:
                 everyone += rrf(rank, rrf_k)
                 own += rrf(rank - bisect.bisect_left(ranks[search, not kind], rank), rrf_k)
-        out.append(hit.score * own / everyone)
+        out.append(score * own / everyone)
     return out
 
 
@@ -250,11 +259,14 @@ def reorders(reading: Reading, k: int) -> bool:
 
 
 def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figure: figures.Asked | None,
-             engine_fused: bool, restating: Restating | None) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places."""
+             engine_fused: bool, restating: Restating | None, lifts: Mapping[str, float]
+             ) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+    """The band's hits reordered for the time asked about (derived claims below newer evidence), in its places;
+    relevance is measured without the scores' `lifts`."""
     if not reorders(reading, len(hits)):
         return hits, {}
-    scores = among_own_kind(hits, currency.rrf_k) if engine_fused else [h.score for h in hits]
+    scores = among_own_kind(hits, currency.rrf_k, lifts) if engine_fused else \
+        [h.score - lifts.get(h.entry.id, 0.0) for h in hits]
     episodes = [s for h, s in zip(hits, scores, strict=True) if h.entry.kind == "episodic"] or scores
     best = max(episodes) or 1.0
     relevance = [s / best for s in scores]

@@ -2,6 +2,7 @@
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -119,51 +120,73 @@ def _boost_reasons(hits: list[ScoredEntry], query_plan: QueryPlan, settings: Set
     return reasons
 
 
-def _smooth(hits: list[ScoredEntry], weight: float) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
-    """Give each episode a share (`weight`) of the best score of the episodes just before and after it among the
-    hits of its conversation, when they are its neighbours (within hops.NEIGHBOUR of it: the windows next to it,
-    not another session's). Derived claims neither give nor gain: a fact sits beside the window it came from.
+@dataclass(frozen=True)
+class Smoothed:
+    """The hits best first after `_smooth`, what each episode gained (`lifts`, by entry id) and why (`reasons`)."""
 
-    A turn's meaning often sits in the window next to it ("tomorrow" here, "the grand opening" there), and the rest
-    of what a question asks about is often told in the windows beside the one it names. Off (0), LoCoMo dev
-    all-evidence recall at 500/1,000/2,000/4,000 tokens was 0.697/0.779/0.866/0.913; at 0.25, 0.714/0.797/0.883/0.922
-    (in process; docs/recall.md).
+    hits: list[ScoredEntry]
+    lifts: dict[str, float]
+    reasons: dict[str, list[str]]
+
+
+def _ends(entry: MemoryEntry) -> datetime:
+    """When an entry's last turn was said (its time when it kept no turn times)."""
+    return max(entry.turn_times, default=entry.occurred_at)
+
+
+def _next_to(earlier: MemoryEntry, later: MemoryEntry) -> bool:
+    """Whether `later` begins within hops.NEIGHBOUR of `earlier`'s last turn (or before it)."""
+    return later.occurred_at - _ends(earlier) <= hops.NEIGHBOUR
+
+
+def _smooth(hits: list[ScoredEntry], matched: Mapping[str, float], weight: float) -> Smoothed:
+    """Give each episode a share (`weight`) of the best first-pass score (`matched`, by entry id) of the episodes
+    just before and after it among the hits of its user's conversation, when they are its neighbours: the later
+    begins within hops.NEIGHBOUR of the earlier's last turn (the windows next to it, not another session's).
+
+    Only a window the query's own search found gives: an answer the follow brought, or a window the second hop's
+    words found, matched nothing of the question, and would give the hit that brought it a share of itself. Derived
+    claims neither give nor gain: a fact sits beside the window it came from. A turn's meaning often sits in the
+    window next to it ("tomorrow" here, "the grand opening" there), and the rest of what a question asks about is
+    often told in the windows beside the one it names (docs/recall.md, "The windows beside a match").
     """
-    reasons: dict[str, list[str]] = {}
     if not weight or len(hits) < 2:
-        return hits, reasons
-    by_conversation: dict[str, list[ScoredEntry]] = {}
+        return Smoothed(hits, {}, {})
+    chats: dict[tuple[str | None, str], list[ScoredEntry]] = {}
     for hit in hits:
         if hit.entry.kind == "episodic":
-            by_conversation.setdefault(hit.entry.conversation_id, []).append(hit)
-    bonus: dict[str, float] = {}
-    for group in by_conversation.values():
-        group.sort(key=lambda h: (h.entry.occurred_at, h.entry.source_turn_ids))
-        for i, hit in enumerate(group):
-            neighbours = [group[j].score for j in (i - 1, i + 1) if 0 <= j < len(group)
-                          and abs(group[j].entry.occurred_at - hit.entry.occurred_at) <= hops.NEIGHBOUR]
-            if neighbours:
-                bonus[hit.entry.id] = weight * max(neighbours)
-    out = []
-    for hit in hits:
-        extra = bonus.get(hit.entry.id, 0.0)
-        if extra:
-            reasons[hit.entry.id] = [f"the window next to it matched (+{extra:.3f})"]
-        out.append(hit.model_copy(update={"score": hit.score + extra}))
+            chats.setdefault((hit.entry.user_id, hit.entry.conversation_id), []).append(hit)
+    lifts: dict[str, float] = {}
+    reasons: dict[str, list[str]] = {}
+    for chat in chats.values():
+        chat.sort(key=lambda h: (h.entry.occurred_at, h.entry.source_turn_ids))
+        for i, hit in enumerate(chat):
+            near = [*([chat[i - 1]] if i and _next_to(chat[i - 1].entry, hit.entry) else []),
+                    *([chat[i + 1]] if i + 1 < len(chat) and _next_to(hit.entry, chat[i + 1].entry) else [])]
+            near = [h for h in near if h.entry.id in matched]
+            if near:
+                giver = max(near, key=lambda h: matched[h.entry.id])
+                lifts[hit.entry.id] = weight * matched[giver.entry.id]
+                reasons[hit.entry.id] = [f"the window next to it matched: {giver.entry.id} "
+                                         f"(+{lifts[hit.entry.id]:.3f})"]
+    out = [hit.model_copy(update={"score": hit.score + lifts[hit.entry.id]}) if hit.entry.id in lifts else hit
+           for hit in hits]
     out.sort(key=lambda h: h.score, reverse=True)
-    return out, reasons
+    return Smoothed(out, lifts, reasons)
 
 
 def for_time(hits: list[ScoredEntry], query_plan: QueryPlan, settings: Settings, k: int, sparse: Bm25Encoder,
-             engine_fused: bool = True) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
+             engine_fused: bool = True, lifts: Mapping[str, float] | None = None
+             ) -> tuple[list[ScoredEntry], dict[str, list[str]]]:
     """The hits ordered for the time the query asks about (currency.py), last, so that nothing after it undoes
     what `explain` says, and why each one moved (`engine_fused`: the scores are the store's fusion of the hits'
-    ranks; `sparse`: BM25's analysis, which judges restatements)."""
+    ranks; `sparse`: BM25's analysis, which judges restatements; `lifts`: what the windows beside a match added to
+    each score, which the band does not count)."""
     currency = Currency(band=settings.recency_band, weight=settings.recency_weight,
                         tense_weight=settings.recency_tense_weight, rrf_k=settings.rrf_k)
     reader = Reader(sparse)
     restating = Restating(reader, reader.subject(query_plan.topic, query_plan.figure))
-    return rerank(hits, query_plan.reading, currency, k, query_plan.figure, engine_fused, restating)
+    return rerank(hits, query_plan.reading, currency, k, query_plan.figure, engine_fused, restating, lifts)
 
 
 @dataclass(frozen=True)
@@ -270,15 +293,17 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
         reasons = _boost_reasons(hits, query_plan, settings)
         for entry_id, why in raised.items():
             reasons[entry_id].extend(why)
-        hits, smoothed = _smooth(hits, settings.neighbor_weight)
-        for entry_id, why in smoothed.items():
+        smoothed = _smooth(hits, {h.entry.id: h.score for h in first}, settings.neighbor_weight)
+        hits = smoothed.hits
+        for entry_id, why in smoothed.reasons.items():
             reasons.setdefault(entry_id, []).extend(why)
         if use_mmr and settings.mmr_lambda is not None:
             hits = mmr(hits, limit, settings.mmr_lambda)
         # Off the event loop: judging currency reads the entries' text (a figure asked for), which other tenants'
         # requests and the process's health checks must not wait behind.
         relevance = hits[:limit]
-        hits, ordering = await asyncio.to_thread(for_time, hits, query_plan, settings, depth, retrieval.sparse)
+        hits, ordering = await asyncio.to_thread(for_time, hits, query_plan, settings, depth, retrieval.sparse,
+                                                 True, smoothed.lifts)
         hits = hits[:limit]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,

@@ -99,7 +99,11 @@ async def test_explain_shows_the_one_plan_and_which_hop_brought_each_entry(memor
     tenant = unique("t")
     near_misses = [("Mia", f"I walked past market stall {i} selling oranges and flowers, nothing to buy.")
                    for i in range(40)]
-    await memorize(memory.writer, windows.split(tenant, conversation(near_misses, conversation_id="stalls"), 1))
+    # One walk past the market a day: no two near misses are windows next to each other (recall._smooth), so the
+    # forty do not raise one another over the entry the second hop brings.
+    walks = [turn.model_copy(update={"ts": turn.ts + timedelta(days=i)})
+             for i, turn in enumerate(conversation(near_misses, conversation_id="stalls"))]
+    await memorize(memory.writer, windows.split(tenant, walks, 1))
     await memorize(memory.writer, windows.split(tenant, conversation(
         [("Mia", "At the flea market I bought a brass lamp from Teodoro Quaresma.")], conversation_id="market"), 1))
     await memorize(memory.writer, windows.split(tenant, conversation(
