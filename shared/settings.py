@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     rrf_k: int = Field(default=3, ge=1, le=1000)
     mmr_lambda: float | None = Field(default=None, ge=0.0, le=1.0)  # None: no diversity pass
     # The windows beside a match (recall._smooth): an episode gains this share of the best first-pass score of the
-    # episodes next to it (within 30 minutes, in its user's conversation) among the candidates. 0: off.
+    # episodes next to it (within 30 minutes, in its conversation) among the candidates. 0: off.
     neighbor_weight: float = Field(default=0.25, ge=0.0, le=2.0)
     person_boost: float = Field(default=0.15, ge=0.0, le=10.0)
     time_boost: float = Field(default=0.15, ge=0.0, le=10.0)

@@ -158,22 +158,33 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     evidence of what the figure is now, as small talk is none of how things stand. `engine_fused` says the scores
     are the engine's fusion of the ranks the hits carry, so they can be counted again among each kind (deep
     recall fuses lists of its own, and keeps its scores). `restating` judges whether a later hit of a chat states
-    again what an earlier one said (restated.py); without it the windows of a chat stay level. `lifts` (by entry
-    id) is what the windows beside a match added to a hit's score (recall._smooth): the band is measured without
-    it, so windows raised by their neighbours never push newer evidence out of the band, nor above it.
+    again what an earlier one said (restated.py); without it the windows of a chat stay level.
+
+    `lifts` (by entry id) is what the windows beside a match added to a hit's score (recall._smooth). Neither the
+    band nor the order within it counts them, and a hit they pushed out of the first `k` trades places too (after
+    them): windows raised by their neighbours never keep newer evidence out of the band, nor a claim above it. The
+    caller's cut to k then drops whatever ends last.
     """
     top = len(hits) if k is None else k
-    moved, reasons = _in_band(hits[:top], reading, currency, figure, engine_fused, restating, lifts or {})
+    head, tail = hits[:top], hits[top:]
+    if lifts and tail and any(h.entry.kind in DERIVED for h in head):
+        # a claim among the first k: the hits that were there before their neighbours raised others past them
+        unlifted = sorted(hits, key=lambda h: h.score - lifts.get(h.entry.id, 0.0), reverse=True)[:top]
+        pushed = {h.entry.id for h in unlifted} - {h.entry.id for h in head}
+        head = head + [h for h in tail if h.entry.id in pushed]
+        tail = [h for h in tail if h.entry.id not in pushed]
+    moved, reasons = _in_band(head, reading, currency, figure, engine_fused, restating, lifts or {})
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
         reasons.setdefault(entry_id, []).append(why)
-    return moved + hits[top:], reasons
+    return moved + tail, reasons
 
 
 def among_own_kind(hits: list[ScoredEntry], rrf_k: int, lifts: Mapping[str, float] | None = None) -> list[float]:
     """Each hit's score with its fusion counted again from its ranks among hits of its own kind: episodes among
-    episodes, derived claims among derived claims; boosts and smoothing scale with it.
+    episodes, derived claims among derived claims; boosts scale with it (what the windows beside a match added,
+    `lifts`, is taken off first).
 
     Facts are short and distilled, so they take the first ranks of both searches; counted among everything, they
     push the episodes they came from down both lists, and reciprocal rank fusion (steep at a small k) then puts
@@ -314,7 +325,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
                         f"by date" + (f", step {step[was][0] + 1} of {step[was][1]} in it: {restated[was].why()}"
                                      if was in restated else "") + ")")
             reasons.setdefault(hit.entry.id, []).insert(0, (
-                f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's, "
+                f"question about {asked} ({reading.cue}): relevance {relevance[was]:.2f} of the best episode's"
+                f"{' (without the windows beside a match)' if lifts else ''}, "
                 f"within the band ({1.0 - currency.band:.2f}); {why}: "
                 f"{_day(hit.entry.occurred_at)}, rank {was + 1} -> {place + 1}"))
     return out, reasons

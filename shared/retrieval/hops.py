@@ -29,7 +29,9 @@ from shared.retrieval.plan import QueryPlan
 from shared.store import EntryFilter, MemoryEntry, Scope, ScoredEntry, TimeRead
 from shared.store.hits import rrf
 
-NEIGHBOUR = timedelta(minutes=30)  # a window this close to a seed, in its conversation, is its neighbour
+# A window this close to another of its conversation is its neighbour: measured between their starts here (`why`),
+# from the earlier one's last turn by the follow (`answer_reads`) and by the windows beside a match (recall._smooth).
+NEIGHBOUR = timedelta(minutes=30)
 MAX_WORDS = 12                     # link words added to the sparse query
 
 

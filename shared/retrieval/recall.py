@@ -2,7 +2,7 @@
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -136,31 +136,35 @@ def _ends(entry: MemoryEntry) -> datetime:
 
 def _next_to(earlier: MemoryEntry, later: MemoryEntry) -> bool:
     """Whether `later` begins within hops.NEIGHBOUR of `earlier`'s last turn (or before it)."""
-    return later.occurred_at - _ends(earlier) <= hops.NEIGHBOUR
+    return later.began_at - _ends(earlier) <= hops.NEIGHBOUR
 
 
-def _smooth(hits: list[ScoredEntry], matched: Mapping[str, float], weight: float) -> Smoothed:
+def _smooth(hits: list[ScoredEntry], matched: Mapping[str, float], weight: float,
+            answers: Collection[str] = ()) -> Smoothed:
     """Give each episode a share (`weight`) of the best first-pass score (`matched`, by entry id) of the episodes
-    just before and after it among the hits of its user's conversation, when they are its neighbours: the later
-    begins within hops.NEIGHBOUR of the earlier's last turn (the windows next to it, not another session's).
+    just before and after it among the hits of its conversation, when they are its neighbours: the later begins
+    within hops.NEIGHBOUR of the earlier's last turn (the windows next to it, not another session's).
 
     Only a window the query's own search found gives: an answer the follow brought, or a window the second hop's
-    words found, matched nothing of the question, and would give the hit that brought it a share of itself. Derived
-    claims neither give nor gain: a fact sits beside the window it came from. A turn's meaning often sits in the
-    window next to it ("tomorrow" here, "the grand opening" there), and the rest of what a question asks about is
-    often told in the windows beside the one it names (docs/recall.md, "The windows beside a match").
+    words found, matched nothing of the question, and would give the hit that brought it a share of itself. An
+    answer the follow brought or raised (`answers`) gains nothing more: it has its asking neighbour's share already.
+    Derived claims neither give nor gain: a fact sits beside the window it came from. A turn's meaning often sits in
+    the window next to it ("tomorrow" here, "the grand opening" there), and the rest of what a question asks about
+    is often told in the windows beside the one it names (docs/recall.md, "The windows beside a match").
     """
     if not weight or len(hits) < 2:
         return Smoothed(hits, {}, {})
-    chats: dict[tuple[str | None, str], list[ScoredEntry]] = {}
+    chats: dict[str, list[ScoredEntry]] = {}
     for hit in hits:
         if hit.entry.kind == "episodic":
-            chats.setdefault((hit.entry.user_id, hit.entry.conversation_id), []).append(hit)
+            chats.setdefault(hit.entry.conversation_id, []).append(hit)
     lifts: dict[str, float] = {}
     reasons: dict[str, list[str]] = {}
     for chat in chats.values():
-        chat.sort(key=lambda h: (h.entry.occurred_at, h.entry.source_turn_ids))
+        chat.sort(key=lambda h: (h.entry.began_at, h.entry.source_turn_ids))
         for i, hit in enumerate(chat):
+            if hit.entry.id in answers:
+                continue
             near = [*([chat[i - 1]] if i and _next_to(chat[i - 1].entry, hit.entry) else []),
                     *([chat[i + 1]] if i + 1 < len(chat) and _next_to(hit.entry, chat[i + 1].entry) else [])]
             near = [h for h in near if h.entry.id in matched]
@@ -293,7 +297,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
         reasons = _boost_reasons(hits, query_plan, settings)
         for entry_id, why in raised.items():
             reasons[entry_id].extend(why)
-        smoothed = _smooth(hits, {h.entry.id: h.score for h in first}, settings.neighbor_weight)
+        smoothed = _smooth(hits, {h.entry.id: h.score for h in first}, settings.neighbor_weight, followed.keys())
         hits = smoothed.hits
         for entry_id, why in smoothed.reasons.items():
             reasons.setdefault(entry_id, []).extend(why)

@@ -73,6 +73,24 @@ async def test_the_window_answering_a_closing_question_comes_with_it_and_explain
     assert answer_of(await recall(off, tenant, request)) == []
 
 
+async def test_with_the_windows_beside_a_match_on_the_answer_is_raised_once_and_gives_nothing_back(
+        memory: Memory) -> None:
+    """As shipped (the windows beside a match on, recall._smooth): the answer the follow brought is not raised a
+    second time by the window that asked (it scores half of it, as the follow says), and, found by no search of the
+    query, gives that window nothing back: neither names the other as the window next to it that matched."""
+    tenant = unique("t")
+    await store_talk(memory, tenant)
+    assert memory.retrieval.settings.neighbor_weight > 0
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query=QUERY, k=6, explain=True))
+    asking = next(e for e in reply.entries if "book-1" in e.source_turn_ids)
+    [answer] = [e for e in reply.entries if "book-2" in e.source_turn_ids]
+    assert answer.explanation is not None and asking.explanation is not None
+    assert answer.explanation.hop == 2 and f"answers the question hit {asking.id} ends on" in answer.explanation.via
+    assert not any(why.startswith("the window next to it matched") for why in answer.explanation.boosts)
+    assert not any(answer.id in why for why in asking.explanation.boosts), asking.explanation.boosts
+    assert answer.score == pytest.approx(asking.score / 2)
+
+
 async def test_the_follow_stays_inside_the_askers_scope_and_filters(memory: Memory) -> None:
     """The next window is looked for in the asking hit's own conversation, tenant and user only: another tenant's
     and another user's windows of the same conversation id, just after the question, are never brought, while the
@@ -96,7 +114,8 @@ async def test_the_follow_stays_inside_the_askers_scope_and_filters(memory: Memo
     await memorize(memory.writer, windows.split(tenant, mine, 2))
     await memorize(memory.writer, windows.split(tenant, conversation(
         NEAR, conversation_id=unique("near"), start=START - timedelta(days=3), user_id="u1"), 1))
-    reply = await recall(memory.retrieval, tenant, RecallRequest(query=QUERY, user_id="u1", k=6, explain=True))
+    # The follow alone: the near misses, a minute apart, raise one another (recall._smooth) past the answer at k = 6.
+    reply = await recall(following(memory), tenant, RecallRequest(query=QUERY, user_id="u1", k=6, explain=True))
     assert reply.entries and all("evil.example" not in e.text for e in reply.entries)
     [answer] = [e for e in reply.entries if "book-2" in e.source_turn_ids]
     assert answer.explanation is not None and any("answers the question" in w for w in answer.explanation.via)
@@ -105,16 +124,16 @@ async def test_the_follow_stays_inside_the_askers_scope_and_filters(memory: Memo
     await store_talk(memory, own, lines=[*TALK, ("Ana", "Anyway, the weather turned cold again tonight."),
                                          ("Ben", "Stay warm.")])
     until = START + timedelta(minutes=1)
-    filtered = await recall(memory.retrieval, own, RecallRequest(
+    filtered = await recall(following(memory), own, RecallRequest(
         query=QUERY, k=10, filters=RecallFilters(until=until)))
     assert filtered.entries and answer_of(filtered) == []
     request = RecallRequest(query=QUERY, k=6, explain=True)
-    assert answer_of(await recall(memory.retrieval, own, request))
+    assert answer_of(await recall(following(memory), own, request))
     page = await memory.store.scroll(Scope(tenant_id=own, conversation_id="book"))
     asking = next(e.id for e in page.entries if "book-1" in e.source_turn_ids)
     merged = next(e.id for e in page.entries if "book-2" in e.source_turn_ids)
     await memory.store.set_payload(Scope(tenant_id=own), [merged], {"merged_into": asking})
-    hidden = await recall(memory.retrieval, own, request)
+    hidden = await recall(following(memory), own, request)
     assert answer_of(hidden) == [] and not any(
         e.explanation and any("answers the question" in w for w in [*e.explanation.via, *e.explanation.boosts])
         for e in hidden.entries)

@@ -99,11 +99,7 @@ async def test_explain_shows_the_one_plan_and_which_hop_brought_each_entry(memor
     tenant = unique("t")
     near_misses = [("Mia", f"I walked past market stall {i} selling oranges and flowers, nothing to buy.")
                    for i in range(40)]
-    # One walk past the market a day: no two near misses are windows next to each other (recall._smooth), so the
-    # forty do not raise one another over the entry the second hop brings.
-    walks = [turn.model_copy(update={"ts": turn.ts + timedelta(days=i)})
-             for i, turn in enumerate(conversation(near_misses, conversation_id="stalls"))]
-    await memorize(memory.writer, windows.split(tenant, walks, 1))
+    await memorize(memory.writer, windows.split(tenant, conversation(near_misses, conversation_id="stalls"), 1))
     await memorize(memory.writer, windows.split(tenant, conversation(
         [("Mia", "At the flea market I bought a brass lamp from Teodoro Quaresma.")], conversation_id="market"), 1))
     await memorize(memory.writer, windows.split(tenant, conversation(
@@ -112,7 +108,11 @@ async def test_explain_shows_the_one_plan_and_which_hop_brought_each_entry(memor
     query = "What did Mia buy at the flea market?"
     # k = 10: 20 candidates of 42 entries; the near misses tie, and which of them rank 9th to 11th depends on
     # their ids (the tenant's name): k = 15 shows the hop whatever the ties.
-    reply = await recall(memory.retrieval, tenant, RecallRequest(query=query, k=15, explain=True))
+    # The second hop alone: the forty near misses, one walk a minute apart, are windows next to each other, and
+    # raised by one another (recall._smooth) they outrank the entry the second hop brings.
+    hop_alone = replace(memory.retrieval, settings=memory.retrieval.settings.model_copy(
+        update={"neighbor_weight": 0.0}))
+    reply = await recall(hop_alone, tenant, RecallRequest(query=query, k=15, explain=True))
     plan = reply.plan
     assert plan is not None and plan.language == "en" and "Mia" in plan.names and plan.orientation == "event"
     assert (plan.limit, plan.candidates, plan.token_budget, plan.sequence) == (15, 30, None, None)

@@ -42,17 +42,33 @@ def test_the_window_next_to_a_strong_hit_gains_a_share_of_its_score_and_moves_up
     assert smoothed.reasons["beside"] == ["the window next to it matched: strong (+0.125)"]
 
 
-def test_a_hit_of_another_session_user_or_conversation_is_no_neighbour() -> None:
-    """The hit just after another in time, but days later, a window of another conversation at the same instant,
-    and one of another user's conversation of the same id (a tenant-wide recall) give it nothing."""
+def test_a_hit_of_another_session_or_conversation_is_no_neighbour() -> None:
+    """The hit just after another in time, but days later, and a window of another conversation at the same instant
+    give it nothing."""
     strong = hit("strong", 0.5, timedelta(0))
     days_later = hit("days later", 0.2, timedelta(days=3))
     other_chat = hit("other chat", 0.2, timedelta(minutes=1), conversation="d")
-    other_user = hit("other user", 0.2, timedelta(minutes=2), user="v")
-    hits = [strong, days_later, other_chat, other_user]
+    hits = [strong, days_later, other_chat]
     smoothed = _smooth(hits, first_pass(*hits), 0.25)
     assert {h.entry.id: h.score for h in smoothed.hits} == {h.entry.id: h.score for h in hits}
     assert smoothed.lifts == {} and smoothed.reasons == {}
+
+
+def test_in_a_group_chat_the_next_window_is_a_neighbour_whoever_spoke_first_in_it() -> None:
+    """A conversation is one chat however many people speak in it (its id is the tenant's): Bo's window two minutes
+    after Ana's is its neighbour."""
+    ana = hit("ana", 0.5, timedelta(0), user="ana")
+    bo = hit("bo", 0.1, timedelta(minutes=2), user="bo")
+    assert _smooth([ana, bo], first_pass(ana, bo), 0.25).lifts == {"ana": 0.025, "bo": 0.125}
+
+
+def test_an_answer_the_follow_brought_gains_nothing_more_from_its_asking_window() -> None:
+    """The follow gave the answer its share of the asking window already (hops.raise_answers): it gains nothing
+    more here, and, not found by the query, gives nothing back."""
+    asking = hit("asking", 0.4, timedelta(0))
+    answer = hit("answer", 0.2, timedelta(minutes=3))
+    smoothed = _smooth([asking, answer], first_pass(asking), 0.25, answers={"answer"})
+    assert smoothed.lifts == {}
 
 
 def test_neighbours_are_counted_from_the_earlier_windows_last_turn() -> None:
@@ -78,29 +94,54 @@ def test_facts_neither_give_nor_gain_and_only_the_first_pass_gives() -> None:
     assert {h.entry.id: h.score for h in smoothed.hits} == {"fact": 0.9, "window": 0.5, "brought": 0.375}
 
 
-def test_windows_raised_by_their_neighbours_never_push_newer_evidence_out_of_the_band_or_below_a_claim() -> None:
-    """Asked where she lives now: two windows of an old chat about Vienna, minutes apart, a fact from them, and one
-    newer window about Graz, less relevant but within the band. Raised by each other, the Vienna windows would set
-    a bar the Graz window no longer reaches, and the fact would stand above it; measured without their lifts, Graz
-    comes first and the fact below it, as with smoothing off."""
+def the_move_to_graz(*also: ScoredEntry, graz_score: float = 0.32) -> list[ScoredEntry]:
+    """Two windows of an old chat about Vienna, minutes apart, a fact from the first, and one newer, less relevant
+    window about Graz (of another conversation), and `also`."""
     old = [hit("vienna 1", 1.0, timedelta(0), text="Lena: we live in Vienna, near the Prater."),
            hit("vienna 2", 0.9, timedelta(minutes=4), text="Lena: Vienna has been home for years now.")]
     fact = hit("fact", 0.8, timedelta(minutes=1), kind="fact", text="Lena lives in Vienna")
     fact.entry.source_turn_ids[:] = ["vienna 1-0"]
-    graz = hit("graz", 0.32, timedelta(days=200), conversation="e",
+    graz = hit("graz", graz_score, timedelta(days=200), conversation="e",
                text="Lena: we finally moved to Graz last month, the new flat is near the university and the river.")
-    hits = [*old, fact, graz]
+    return [*old, fact, *also, graz]
+
+
+def now_order(hits: list[ScoredEntry], weight: float, k: int | None = None, engine_fused: bool = False) -> list[str]:
+    """The ids as recall orders them for "where does Lena live now?": smoothed, then ordered for the present."""
     shipped = Settings()
     currency = Currency(band=shipped.recency_band, weight=shipped.recency_weight)
-    reading = read("Where does Lena live now?", "en")
+    smoothed = _smooth(sorted(hits, key=lambda h: h.score, reverse=True), first_pass(*hits), weight)
+    ranked, _ = rerank(smoothed.hits, read("Where does Lena live now?", "en"), currency, k,
+                       engine_fused=engine_fused, lifts=smoothed.lifts)
+    return [h.entry.id for h in ranked][:k]
 
-    def order(weight: float) -> list[str]:
-        smoothed = _smooth(hits, first_pass(*hits), weight)
-        ranked, _ = rerank(smoothed.hits, reading, currency, engine_fused=False, lifts=smoothed.lifts)
-        return [h.entry.id for h in ranked]
 
-    assert order(0.0)[0] == "graz" and order(0.0).index("fact") > order(0.0).index("graz")
-    assert order(0.25)[0] == "graz" and order(0.25).index("fact") > order(0.25).index("graz")
+def test_windows_raised_by_their_neighbours_never_push_newer_evidence_out_of_the_band_or_below_a_claim() -> None:
+    """Raised by each other, the Vienna windows would set a bar the Graz window no longer reaches, and the fact
+    would stand above it; measured without their lifts, Graz comes first and the fact below it, as with smoothing
+    off."""
+    for weight in (0.0, 0.25):
+        order = now_order(the_move_to_graz(), weight)
+        assert order[0] == "graz" and order.index("fact") > order.index("graz"), (weight, order)
+
+
+def test_windows_raised_into_the_first_k_never_keep_newer_evidence_out_of_them_while_a_claim_is_there() -> None:
+    """A third Vienna window, raised by the second past the Graz window, would take the last of four places and
+    leave the fact there with no newer evidence to yield to; the Graz window trades places too, comes first, and
+    the fact stays below it."""
+    third = hit("vienna 3", 0.3, timedelta(minutes=8), text="Lena: the Vienna flat is small but we like the tram.")
+    for weight in (0.0, 0.25):
+        order = now_order(the_move_to_graz(third), weight, k=4)
+        assert order[0] == "graz" and "fact" in order and order.index("fact") > order.index("graz"), (weight, order)
+
+
+def test_the_band_counts_the_engines_ranks_without_the_lifts() -> None:
+    """With the engine's ranks (the fast path, `among_own_kind`: the Graz window ranks third among episodes, so its
+    relevance is 0.28 x 7/6 of the best's), the lifts are taken off too: the same order as with smoothing off."""
+    hits = [h.model_copy(update={"dense_rank": rank, "sparse_rank": rank})
+            for rank, h in enumerate(the_move_to_graz(graz_score=0.28), start=1)]
+    assert now_order(hits, 0.25, engine_fused=True)[0] == "graz"
+    assert now_order(hits, 0.25, engine_fused=True) == now_order(hits, 0.0, engine_fused=True)
 
 
 def test_smoothing_is_on_by_default() -> None:
