@@ -18,7 +18,8 @@ its age, counts for no date of the band and is no evidence a derived claim yield
 stand, and a short text can match a short question closely by chance. So too, for a question that asks for a figure
 ("how many", "多少", "the p95 latency"), an entry whose lines state no number (figures.py): it cannot say what the
 figure is now, be it a window or a claim derived from one. Only the hits relevance already put in the top k trade
-places (time orders what relevance picked), and hits outside the band keep theirs.
+places (time orders what relevance picked; with a derived claim among them, the top k as they were before the windows
+beside a match raised any: `rerank`), and hits outside the band keep theirs.
 
 How much newer counts depends on how the question asks about the present (tense.py): a time word ("now",
 "currently", "现在") means the asker expects things to have changed, so `weight` applies; the present tense alone
@@ -161,18 +162,19 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     again what an earlier one said (restated.py); without it the windows of a chat stay level.
 
     `lifts` (by entry id) is what the windows beside a match added to a hit's score (recall._smooth). Neither the
-    band nor the order within it counts them, and a hit they pushed out of the first `k` trades places too (after
-    them): windows raised by their neighbours never keep newer evidence out of the band, nor a claim above it. The
-    caller's cut to k then drops whatever ends last.
+    band nor the order within it counts them; and for a question about the present with a derived claim among the
+    first `k`, with the lifts or without, the first `k` are the hits that were there without them (in their order
+    with them): a window its neighbours raised never keeps newer evidence out of them while a claim stands there.
     """
     top = len(hits) if k is None else k
     head, tail = hits[:top], hits[top:]
-    if lifts and tail and any(h.entry.kind in DERIVED for h in head):
-        # a claim among the first k: the hits that were there before their neighbours raised others past them
-        unlifted = sorted(hits, key=lambda h: h.score - lifts.get(h.entry.id, 0.0), reverse=True)[:top]
-        pushed = {h.entry.id for h in unlifted} - {h.entry.id for h in head}
-        head = head + [h for h in tail if h.entry.id in pushed]
-        tail = [h for h in tail if h.entry.id not in pushed]
+    if lifts and tail and reading.orientation == "present":
+        unlifted = {h.entry.id for h in sorted(hits, key=lambda h: h.score - lifts.get(h.entry.id, 0.0),
+                                                 reverse=True)[:top]}
+        first = unlifted | {h.entry.id for h in head}
+        if any(h.entry.kind in DERIVED for h in hits if h.entry.id in first):
+            head = [h for h in hits if h.entry.id in unlifted]
+            tail = [h for h in hits if h.entry.id not in unlifted]
     moved, reasons = _in_band(head, reading, currency, figure, engine_fused, restating, lifts or {})
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")

@@ -147,7 +147,8 @@ def _smooth(hits: list[ScoredEntry], matched: Mapping[str, float], weight: float
 
     Only a window the query's own search found gives: an answer the follow brought, or a window the second hop's
     words found, matched nothing of the question, and would give the hit that brought it a share of itself. An
-    answer the follow brought or raised (`answers`) gains nothing more: it has its asking neighbour's share already.
+    answer the follow brought or raised (`answers`) gains nothing from the windows beside it: it has its asking
+    neighbour's share already.
     Derived claims neither give nor gain: a fact sits beside the window it came from. A turn's meaning often sits in
     the window next to it ("tomorrow" here, "the grand opening" there), and the rest of what a question asks about
     is often told in the windows beside the one it names (docs/recall.md, "The windows beside a match").

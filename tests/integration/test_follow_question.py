@@ -31,7 +31,7 @@ TALK = [
     ("Ana", "Mostly that patience pays off, and that it is fine to lean on people when things get rough."),
     ("Ben", "Wise. My sister says the same."),
 ]
-# Near misses: Ana and books or taking things away, each its own conversation, outranking the answer by words.
+# Near misses: Ana and books or taking things away, one conversation a minute apart, outranking the answer by words.
 NEAR = [("Ana", f"I took away {i} boxes of old books from the road outside the library on day {i}.")
         for i in range(24)]
 

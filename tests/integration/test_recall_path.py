@@ -168,3 +168,25 @@ async def test_chinese_question_finds_its_entry_by_dense_and_by_sparse_search(me
     piano = await recall(memory.retrieval, tenant, RecallRequest(query="谁在学钢琴？", k=1, explain=True))
     assert "钢琴" in piano.entries[0].text
     assert piano.entries[0].explanation is not None and piano.entries[0].explanation.sparse_rank == 1
+
+
+async def test_currency_measures_the_band_without_what_the_windows_beside_a_match_added(memory: Memory) -> None:
+    """Through recall as shipped: asked where Lena lives now, the windows of the old chat raise one another (the
+    windows beside a match), and currency says it measured their relevance without that (recall.search passes the
+    lifts on to currency); the newer window about Graz comes first."""
+    tenant = unique("t")
+    old = [("Lena", "We live in Vienna now, in a flat near the Prater with a view of the wheel."),
+           ("Sam", "Vienna suits you, the coffee houses alone are worth living there."),
+           ("Lena", "We love Vienna, the trams and the parks make living there easy."),
+           ("Sam", "I would live in Vienna too if I could find a flat like yours.")]
+    await memorize(memory.writer, windows.split(tenant, conversation(old, conversation_id="vienna"), 1))
+    await memorize(memory.writer, windows.split(tenant, conversation(
+        [("Lena", "We finally moved to Graz last month, so we live near the university and the river now.")],
+        conversation_id="graz", start=datetime(2024, 6, 1, 10, 0, tzinfo=UTC)), 1))
+    reply = await recall(memory.retrieval, tenant, RecallRequest(query="Where does Lena live now?", k=5,
+                                                                 explain=True))
+    assert reply.entries[0].conversation_id == "graz"
+    reasons = [why for e in reply.entries if e.explanation for why in e.explanation.ordering]
+    assert any("(without the windows beside a match)" in why for why in reasons), reasons
+    assert any(why.startswith("the window next to it matched") for e in reply.entries if e.explanation
+               for why in e.explanation.boosts)

@@ -1,5 +1,5 @@
 """The windows beside a match (recall._smooth): an episode gains a share of the first-pass score of the windows next
-to it in its user's conversation, and of nothing further away; what it gains is never counted when currency
+to it in its conversation, and of nothing further away; what it gains is never counted when currency
 measures which hits are about the same thing (currency.rerank's `lifts`)."""
 from datetime import UTC, datetime, timedelta
 
@@ -97,8 +97,10 @@ def test_facts_neither_give_nor_gain_and_only_the_first_pass_gives() -> None:
 def the_move_to_graz(*also: ScoredEntry, graz_score: float = 0.32) -> list[ScoredEntry]:
     """Two windows of an old chat about Vienna, minutes apart, a fact from the first, and one newer, less relevant
     window about Graz (of another conversation), and `also`."""
-    old = [hit("vienna 1", 1.0, timedelta(0), text="Lena: we live in Vienna, near the Prater."),
-           hit("vienna 2", 0.9, timedelta(minutes=4), text="Lena: Vienna has been home for years now.")]
+    old = [hit("vienna 1", 1.0, timedelta(0), text="Lena: we live in Vienna, in a flat near the Prater with a view "
+                                                     "of the big wheel from the kitchen window."),
+           hit("vienna 2", 0.9, timedelta(minutes=4), text="Lena: Vienna has been home for years now, the trams and "
+                                                            "the coffee houses make living there easy.")]
     fact = hit("fact", 0.8, timedelta(minutes=1), kind="fact", text="Lena lives in Vienna")
     fact.entry.source_turn_ids[:] = ["vienna 1-0"]
     graz = hit("graz", graz_score, timedelta(days=200), conversation="e",
@@ -106,14 +108,16 @@ def the_move_to_graz(*also: ScoredEntry, graz_score: float = 0.32) -> list[Score
     return [*old, fact, *also, graz]
 
 
-def now_order(hits: list[ScoredEntry], weight: float, k: int | None = None, engine_fused: bool = False) -> list[str]:
-    """The ids as recall orders them for "where does Lena live now?": smoothed, then ordered for the present."""
+def now_order(hits: list[ScoredEntry], weight: float, k: int | None = None, engine_fused: bool = False,
+              question: str = "Where does Lena live now?", cut: bool = True) -> list[str]:
+    """The ids as recall orders them for `question`: smoothed, then ordered for its time, the first `k` reordered
+    and (`cut`) kept."""
     shipped = Settings()
     currency = Currency(band=shipped.recency_band, weight=shipped.recency_weight)
     smoothed = _smooth(sorted(hits, key=lambda h: h.score, reverse=True), first_pass(*hits), weight)
-    ranked, _ = rerank(smoothed.hits, read("Where does Lena live now?", "en"), currency, k,
+    ranked, _ = rerank(smoothed.hits, read(question, "en"), currency, k,
                        engine_fused=engine_fused, lifts=smoothed.lifts)
-    return [h.entry.id for h in ranked][:k]
+    return [h.entry.id for h in ranked][:k if cut else None]
 
 
 def test_windows_raised_by_their_neighbours_never_push_newer_evidence_out_of_the_band_or_below_a_claim() -> None:
@@ -129,10 +133,33 @@ def test_windows_raised_into_the_first_k_never_keep_newer_evidence_out_of_them_w
     """A third Vienna window, raised by the second past the Graz window, would take the last of four places and
     leave the fact there with no newer evidence to yield to; the Graz window trades places too, comes first, and
     the fact stays below it."""
-    third = hit("vienna 3", 0.3, timedelta(minutes=8), text="Lena: the Vienna flat is small but we like the tram.")
+    third = hit("vienna 3", 0.31, timedelta(minutes=8), text="Lena: the Vienna flat is small, but we like the tram "
+                                                              "stop outside and the market on Saturdays.")
     for weight in (0.0, 0.25):
         order = now_order(the_move_to_graz(third), weight, k=4)
         assert order[0] == "graz" and "fact" in order and order.index("fact") > order.index("graz"), (weight, order)
+
+
+def test_under_a_budget_a_claim_pushed_out_of_the_first_k_with_the_newer_evidence_stays_below_it() -> None:
+    """A recall by budget reorders its first ten and packs past them: four windows of the old chat raised by one
+    another fill the first four, pushing out both the fact and the newer Graz window; the fact must still come
+    after Graz in all that is returned, as with smoothing off."""
+    run = [hit(f"vienna {c}", score, timedelta(minutes=4 * i),
+               text=f"Lena: Vienna part {c}, the flat near the Prater, the trams and the coffee houses we love.")
+           for i, (c, score) in enumerate(zip("abcd", (1.0, 0.42, 0.42, 0.42), strict=True))]
+    fact = hit("fact", 0.5, timedelta(minutes=1), kind="fact", text="Lena lives in Vienna")
+    fact.entry.source_turn_ids[:] = ["vienna a-0"]
+    graz = hit("graz", 0.45, timedelta(days=200), conversation="e",
+               text="Lena: we finally moved to Graz last month, the new flat is near the university and the river.")
+    for weight in (0.0, 0.25):
+        order = now_order([*run, fact, graz], weight, k=4, cut=False)
+        assert order.index("fact") > order.index("graz"), (weight, order)
+
+
+def test_for_a_past_event_the_lifts_only_order_the_hits() -> None:
+    """Asked when Lena moved to Vienna (a past event: no claim yields to newer evidence), the first k are the lifted
+    ones and the fact keeps its place among them."""
+    assert "fact" in now_order(the_move_to_graz(), 0.25, k=3, question="When did Lena move to Vienna?")
 
 
 def test_the_band_counts_the_engines_ranks_without_the_lifts() -> None:
