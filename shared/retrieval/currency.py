@@ -34,6 +34,7 @@ many ages) below every in-band episode, and a fact the consolidator marked possi
 outdates it.
 """
 import bisect
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -167,15 +168,16 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     with them): a window its neighbours raised never keeps newer evidence out of them while a claim stands there.
     """
     top = len(hits) if k is None else k
+    lifts = lifts or {}
     head, tail = hits[:top], hits[top:]
-    if lifts and tail and reading.orientation == "present":
-        unlifted = {h.entry.id for h in sorted(hits, key=lambda h: h.score - lifts.get(h.entry.id, 0.0),
-                                                 reverse=True)[:top]}
+    # only episodes are lifted: with no claim among the hits, none can be among the first k either way
+    if lifts and tail and reading.orientation == "present" and any(h.entry.kind in DERIVED for h in hits):
+        unlifted = {h.entry.id for h in heapq.nlargest(top, hits, key=lambda h: _unlifted(h, lifts))}
         first = unlifted | {h.entry.id for h in head}
         if any(h.entry.kind in DERIVED for h in hits if h.entry.id in first):
             head = [h for h in hits if h.entry.id in unlifted]
             tail = [h for h in hits if h.entry.id not in unlifted]
-    moved, reasons = _in_band(head, reading, currency, figure, engine_fused, restating, lifts or {})
+    moved, reasons = _in_band(head, reading, currency, figure, engine_fused, restating, lifts)
     moved, sourced = _as_evidence(moved)
     moved, outdated = _outdated(moved, reading.orientation == "present")
     for entry_id, why in [*sourced.items(), *outdated.items()]:
@@ -183,27 +185,30 @@ def rerank(hits: list[ScoredEntry], reading: Reading, currency: Currency, k: int
     return moved + tail, reasons
 
 
-def among_own_kind(hits: list[ScoredEntry], rrf_k: int, lifts: Mapping[str, float] | None = None) -> list[float]:
+def _unlifted(hit: ScoredEntry, lifts: Mapping[str, float]) -> float:
+    """A hit's score less what the windows beside a match added to it (`lifts`, by entry id)."""
+    return hit.score - lifts.get(hit.entry.id, 0.0)
+
+
+def among_own_kind(hits: list[ScoredEntry], rrf_k: int, scores: list[float] | None = None) -> list[float]:
     """Each hit's score with its fusion counted again from its ranks among hits of its own kind: episodes among
-    episodes, derived claims among derived claims; boosts scale with it (what the windows beside a match added,
-    `lifts`, is taken off first).
+    episodes, derived claims among derived claims; boosts scale with it.
 
     Facts are short and distilled, so they take the first ranks of both searches; counted among everything, they
     push the episodes they came from down both lists, and reciprocal rank fusion (steep at a small k) then puts
     the evidence about the question out of the band. A hit's own rank in a search is its rank there less the hits
     of the other kind ranked above it among these hits (the top k): exact when those are all here. A hit without
     ranks (a search that did not ask for them, or the second hop's, ranked in another search) keeps its score.
-    Each score is counted less its lift (`lifts`, by entry id: what the windows beside a match added).
+    `scores` are the hits' scores to count (their own when None; recall passes them less their lifts).
     """
-    lifts = lifts or {}
-    base = [h.score - lifts.get(h.entry.id, 0.0) for h in hits]
-    ranked = [h for h in hits if h.dense_rank is not None or h.sparse_rank is not None]
-    if not ranked:
+    base = [h.score for h in hits] if scores is None else scores
+    has_ranks = [h.dense_rank is not None or h.sparse_rank is not None for h in hits]
+    if not any(has_ranks):
         return base
-    if len(ranked) < len(hits):  # hits without ranks in these searches (the second hop's) keep their scores
-        scores = iter(among_own_kind(ranked, rrf_k, lifts))
-        return [next(scores) if h.dense_rank is not None or h.sparse_rank is not None else b
-                for h, b in zip(hits, base, strict=True)]
+    if not all(has_ranks):  # hits without ranks in these searches (the second hop's) keep their scores
+        counted = iter(among_own_kind([h for h, r in zip(hits, has_ranks, strict=True) if r], rrf_k,
+                                      [b for b, r in zip(base, has_ranks, strict=True) if r]))
+        return [next(counted) if r else b for r, b in zip(has_ranks, base, strict=True)]
     derived = [h.entry.kind in DERIVED for h in hits]
     # per search and kind, the sorted ranks of the hits of that kind found there
     ranks = {(search, kind): sorted(rank for h, d in zip(hits, derived, strict=True) if d is kind
@@ -278,8 +283,8 @@ def _in_band(hits: list[ScoredEntry], reading: Reading, currency: Currency, figu
     relevance is measured without the scores' `lifts`."""
     if not reorders(reading, len(hits)):
         return hits, {}
-    scores = among_own_kind(hits, currency.rrf_k, lifts) if engine_fused else \
-        [h.score - lifts.get(h.entry.id, 0.0) for h in hits]
+    unlifted = [_unlifted(h, lifts) for h in hits]
+    scores = among_own_kind(hits, currency.rrf_k, unlifted) if engine_fused else unlifted
     episodes = [s for h, s in zip(hits, scores, strict=True) if h.entry.kind == "episodic"] or scores
     best = max(episodes) or 1.0
     relevance = [s / best for s in scores]

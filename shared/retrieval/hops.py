@@ -161,7 +161,7 @@ def answer_reads(scope: Scope, entry_filter: EntryFilter, asked: list[ScoredEntr
     out = []
     for hit in asked:
         seed = hit.entry
-        last = max(seed.turn_times) if seed.turn_times else seed.occurred_at
+        last = seed.ended_at
         conversation = Scope(tenant_id=scope.tenant_id, user_id=scope.user_id, conversation_id=seed.conversation_id)
         out += [TimeRead(scope=conversation, limit=READ,
                          entry_filter=EntryFilter(kinds=["episodic"], since=last, until=last + NEIGHBOUR)),

@@ -5,6 +5,7 @@ import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import pairwise
 
 from engram_client.contract import DEFAULT_K, MAX_K, EntryKind, RecallRequest, Timings
 from shared.embedding import WARM_UP_TIMEOUT_S, Bm25Encoder, Embedder
@@ -129,14 +130,9 @@ class Smoothed:
     reasons: dict[str, list[str]]
 
 
-def _ends(entry: MemoryEntry) -> datetime:
-    """When an entry's last turn was said (its time when it kept no turn times)."""
-    return max(entry.turn_times, default=entry.occurred_at)
-
-
 def _next_to(earlier: MemoryEntry, later: MemoryEntry) -> bool:
     """Whether `later` begins within hops.NEIGHBOUR of `earlier`'s last turn (or before it)."""
-    return later.began_at - _ends(earlier) <= hops.NEIGHBOUR
+    return later.began_at - earlier.ended_at <= hops.NEIGHBOUR
 
 
 def _smooth(hits: list[ScoredEntry], matched: Mapping[str, float], weight: float,
@@ -163,12 +159,12 @@ def _smooth(hits: list[ScoredEntry], matched: Mapping[str, float], weight: float
     reasons: dict[str, list[str]] = {}
     for chat in chats.values():
         chat.sort(key=lambda h: (h.entry.began_at, h.entry.source_turn_ids))
+        beside = [_next_to(a.entry, b.entry) for a, b in pairwise(chat)]  # beside[i]: chat[i] and chat[i + 1]
         for i, hit in enumerate(chat):
             if hit.entry.id in answers:
                 continue
-            near = [*([chat[i - 1]] if i and _next_to(chat[i - 1].entry, hit.entry) else []),
-                    *([chat[i + 1]] if i + 1 < len(chat) and _next_to(hit.entry, chat[i + 1].entry) else [])]
-            near = [h for h in near if h.entry.id in matched]
+            near = [chat[j] for j, ok in ((i - 1, i > 0 and beside[i - 1]), (i + 1, i < len(beside) and beside[i]))
+                    if ok and chat[j].entry.id in matched]
             if near:
                 giver = max(near, key=lambda h: matched[h.entry.id])
                 lifts[hit.entry.id] = weight * matched[giver.entry.id]
@@ -268,7 +264,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
             candidates=candidates, explain=ranks, with_vectors=use_mmr)
     # The second hop's search and the follow's reads, in one engine call: both start from the first pass.
     first = hits
-    first_pass = {h.entry.id for h in first}
+    matched = {h.entry.id: h.score for h in first}  # the first pass's hits and scores
     found = hops.links(first, query_plan, settings.second_hop_seeds) if settings.second_hop_seeds and first else None
     asked = hops.asking(first, settings.follow_questions) if settings.follow_questions else []
     reads: list[Read] = []
@@ -292,13 +288,13 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
     raised: dict[str, list[str]] = {}  # first-pass hits a link raised, and why
     hits, followed = hops.raise_answers(hits, answered, settings.follow_weight)
     for entry_id, why in followed.items():
-        (raised if entry_id in first_pass else hopped).setdefault(entry_id, []).extend(why)
+        (raised if entry_id in matched else hopped).setdefault(entry_id, []).extend(why)
     searched = time.perf_counter()
     with spans.span("engram.recall rerank"):  # smoothing, diversity, currency (the order for the asked time)
         reasons = _boost_reasons(hits, query_plan, settings)
         for entry_id, why in raised.items():
             reasons[entry_id].extend(why)
-        smoothed = _smooth(hits, {h.entry.id: h.score for h in first}, settings.neighbor_weight, followed.keys())
+        smoothed = _smooth(hits, matched, settings.neighbor_weight, followed.keys())
         hits = smoothed.hits
         for entry_id, why in smoothed.reasons.items():
             reasons.setdefault(entry_id, []).extend(why)
@@ -308,7 +304,7 @@ async def search(retrieval: Retrieval, tenant: str, request: RecallRequest, now:
         # requests and the process's health checks must not wait behind.
         relevance = hits[:limit]
         hits, ordering = await asyncio.to_thread(for_time, hits, query_plan, settings, depth, retrieval.sparse,
-                                                 True, smoothed.lifts)
+                                                 lifts=smoothed.lifts)
         hits = hits[:limit]
     done = time.perf_counter()
     timings = Timings(embed=(embedded - planned) * 1e3, search=(searched - embedded) * 1e3,

@@ -100,6 +100,11 @@ class MemoryEntry(BaseModel):
         return min(self.turn_times) if self.turn_times else self.occurred_at
 
     @property
+    def ended_at(self) -> datetime:
+        """When the entry's last turn was said (its `occurred_at` when the turns' times are not kept)."""
+        return max(self.turn_times) if self.turn_times else self.occurred_at
+
+    @property
     def active(self) -> bool:
         """Neither superseded nor merged away: what recall returns by default."""
         return self.superseded_by is None and self.merged_into is None
